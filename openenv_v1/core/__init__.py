@@ -1,0 +1,33 @@
+"""The OpenEnv-facing core: launch or connect, read the action schema, reset, step.
+
+Nothing here imports verifiers; `openenv_v1.user` binds it to a verifiers user simulator.
+The flow of one episode, one module each:
+
+    launch.py      open_env: UV / Docker launch or a base_url connection, owned by a stack
+    uv_launch.py   the UV provider extension that owns its process tree
+    schema.py      ActionSpec: the live action schema and, for MCP envs, the tool list
+    actions.py     parse_action: a model reply -> an action dict, or InvalidAction
+    render.py      observations, the action format and feedback as model-facing text
+    episode.py     EnvEpisode: reset, step, reward sum, done, invalid-action bounds
+"""
+
+from openenv_v1.core.episode import (
+    EnvEpisode,
+    EpisodeLimits,
+    EpisodeReport,
+    open_episode,
+)
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch import EnvTarget, open_env
+from openenv_v1.core.schema import ActionSpec
+
+__all__ = [
+    "ActionSpec",
+    "EnvEpisode",
+    "EnvFailure",
+    "EnvTarget",
+    "EpisodeLimits",
+    "EpisodeReport",
+    "open_env",
+    "open_episode",
+]

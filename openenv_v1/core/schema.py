@@ -1,0 +1,181 @@
+"""The live action contract of a server: its action schema and, for MCP envs, its tools.
+
+`/schema` gives the action's JSON schema. An MCP env (its action is OpenEnv's generic
+`Action`, `CallToolAction` or `ListToolsAction`, or any action with a `type` of
+`call_tool`) is driven through `call_tool` actions instead, so its tools are discovered:
+first with a `list_tools` step, and when that fails (servers whose action class
+subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from openenv_v1.core.errors import EnvFailure, describe
+
+MCP_ACTION_TITLES = frozenset({"Action", "CallToolAction", "ListToolsAction"})
+
+CALL_TOOL_SCHEMA: dict[str, Any] = {
+    "title": "CallToolAction",
+    "type": "object",
+    "properties": {
+        "type": {"const": "call_tool"},
+        "tool_name": {"type": "string"},
+        "arguments": {"type": "object"},
+    },
+    "required": ["tool_name"],
+    "additionalProperties": False,
+}
+
+# OpenEnv adds `metadata` to every action; it is never the model's business.
+_HIDDEN_FIELDS = frozenset({"metadata"})
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    @classmethod
+    def from_wire(cls, raw: dict[str, Any]) -> Tool:
+        schema = raw.get("input_schema") or raw.get("inputSchema") or {}
+        return cls(str(raw["name"]), str(raw.get("description") or ""), dict(schema))
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """What the model must send: `schema` for plain envs; for MCP envs the call-tool
+    format in `schema` plus the discovered `tools`."""
+
+    schema: dict[str, Any]
+    tools: tuple[Tool, ...] | None = None
+
+    @property
+    def is_mcp(self) -> bool:
+        return self.tools is not None
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        props = self.schema.get("properties") or {}
+        return {k: v for k, v in props.items() if k not in _HIDDEN_FIELDS}
+
+    @property
+    def required(self) -> list[str]:
+        return [f for f in self.schema.get("required") or [] if f not in _HIDDEN_FIELDS]
+
+    @property
+    def raw_field(self) -> str | None:
+        """The field a bare (non-JSON) reply fills: the only required one, when there is
+        exactly one and it takes a string."""
+        if self.is_mcp or len(self.required) != 1:
+            return None
+        name = self.required[0]
+        spec = self.fields.get(name, {})
+        return name if spec.get("type", "string") == "string" else None
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools or () if t.name == name), None)
+
+    def example(self) -> dict[str, Any]:
+        """A valid-looking action built from the schema, for format hints."""
+        if self.is_mcp:
+            tool = self.tools[0] if self.tools else None
+            args = _example_object(tool.input_schema, {}) if tool else {}
+            return {
+                "type": "call_tool",
+                "tool_name": tool.name if tool else "<tool>",
+                "arguments": args,
+            }
+        return _example_object(self.schema, self.schema.get("$defs") or {})
+
+
+def _example_object(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties") or {}
+    required = schema.get("required") or list(props)
+    return {
+        name: _example_value(props[name], defs)
+        for name in required
+        if name in props and name not in _HIDDEN_FIELDS
+    }
+
+
+def _example_value(spec: dict[str, Any], defs: dict[str, Any]) -> Any:
+    ref = spec.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        spec = defs.get(ref.rsplit("/", 1)[-1], {})
+    if "const" in spec:
+        return spec["const"]
+    if spec.get("enum"):
+        return spec["enum"][0]
+    if "default" in spec and spec["default"] is not None:
+        return spec["default"]
+    for option in spec.get("anyOf") or spec.get("oneOf") or ():
+        if option.get("type") != "null":
+            return _example_value(option, defs)
+    kind = spec.get("type")
+    if kind == "object":
+        return _example_object(spec, defs)
+    return {
+        "string": "...",
+        "integer": 0,
+        "number": 0.0,
+        "boolean": False,
+        "array": [],
+    }.get(kind, "...")
+
+
+def is_mcp_action(schema: dict[str, Any]) -> bool:
+    if schema.get("title") in MCP_ACTION_TITLES:
+        return True
+    type_spec = (schema.get("properties") or {}).get("type") or {}
+    return "call_tool" in (type_spec.get("const"), type_spec.get("default")) or (
+        "call_tool" in (type_spec.get("enum") or ())
+    )
+
+
+async def fetch_action_spec(
+    client: Any, base_url: str, timeout_s: float = 10.0
+) -> ActionSpec:
+    """Read the server's action contract (see the module docstring)."""
+    async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as http:
+        try:
+            response = await http.get(f"{base_url}/schema")
+            response.raise_for_status()
+            action = response.json()["action"]
+        except Exception as e:
+            raise EnvFailure(
+                f"cannot read the action schema from {base_url}/schema: {describe(e)}"
+            ) from e
+        if not is_mcp_action(action):
+            return ActionSpec(schema=action)
+        tools = await _list_tools(client, http, base_url)
+    return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tuple(tools))
+
+
+async def _list_tools(client: Any, http: httpx.AsyncClient, base_url: str) -> list[Tool]:
+    try:
+        result = await client.step({"type": "list_tools"})
+        raw = result.observation.get("tools")
+        if isinstance(raw, list):
+            return [Tool.from_wire(t) for t in raw]
+    except Exception:
+        pass  # subclassed call-tool actions reject list_tools; JSON-RPC still works
+    try:
+        response = await http.post(
+            f"{base_url}/mcp",
+            json={"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1},
+        )
+        response.raise_for_status()
+        body = response.json()
+        if body.get("error"):
+            raise RuntimeError(body["error"].get("message") or body["error"])
+        return [Tool.from_wire(t) for t in body["result"]["tools"]]
+    except Exception as e:
+        raise EnvFailure(
+            f"MCP env at {base_url}: tools could not be listed with a list_tools step "
+            f"nor with JSON-RPC tools/list on /mcp: {describe(e)}"
+        ) from e
