@@ -82,7 +82,9 @@ def _check(instance: Any, schema: dict[str, Any], what: str) -> None:
     validator = Draft202012Validator(schema)
     problems = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
     if problems:
-        raise InvalidAction(f"the {what} is invalid: " + "; ".join(_explain(p) for p in problems))
+        raise InvalidAction(
+            f"the {what} is invalid: " + "; ".join(_explain(p) for p in problems)
+        )
 
 
 def _explain(error: Any) -> str:
@@ -92,8 +94,10 @@ def _explain(error: Any) -> str:
         return f"missing required field {missing!r}" + (f" in {where}" if where else "")
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return "unexpected field" + ("s " if len(extra) > 1 else " ") + ", ".join(
-            repr(e) for e in extra
+        return (
+            "unexpected field"
+            + ("s " if len(extra) > 1 else " ")
+            + ", ".join(repr(e) for e in extra)
         )
     if error.validator == "type":
         return f"field {where!r} must be of type {error.validator_value}, got {type(error.instance).__name__}"

@@ -72,7 +72,9 @@ def _at_capacity(exc: BaseException) -> bool:
 
 
 class EnvEpisode:
-    def __init__(self, client: Any, spec: ActionSpec, limits: EpisodeLimits, label: str) -> None:
+    def __init__(
+        self, client: Any, spec: ActionSpec, limits: EpisodeLimits, label: str
+    ) -> None:
         self.client = client
         self.spec = spec
         self.limits = limits
@@ -135,9 +137,13 @@ class EnvEpisode:
         except Exception as e:
             code = server_error_code(e)
             if code == "VALIDATION_ERROR":
-                return self._invalid(f"the server rejected it: {server_error_message(e)}")
+                return self._invalid(
+                    f"the server rejected it: {server_error_message(e)}"
+                )
             if code is not None:
-                return self._failed(f"step failed on the server ({code}): {server_error_message(e)}")
+                return self._failed(
+                    f"step failed on the server ({code}): {server_error_message(e)}"
+                )
             return self._failed(f"step failed: {describe(e)}")
         self.report.steps += 1
         self.report.invalid_streak = 0
@@ -181,7 +187,9 @@ def _signals(metadata: Any) -> dict[str, float]:
     for key in ("reward_signals", "rewards", "reward_components"):
         raw = metadata.get(key)
         if isinstance(raw, dict):
-            return {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float))}
+            return {
+                str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float))
+            }
     return {}
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import errno
 import re
 
-_SERVER_ERROR = re.compile(r"Server error: (?P<message>.*) \(code: (?P<code>[A-Z_]+)\)$", re.S)
+_SERVER_ERROR = re.compile(
+    r"Server error: (?P<message>.*) \(code: (?P<code>[A-Z_]+)\)$", re.S
+)
 
 
 class EnvFailure(Exception):

@@ -85,7 +85,9 @@ async def open_env(target: EnvTarget, stack: contextlib.AsyncExitStack):
         raise
     except Exception as e:
         how = "Docker" if target.use_docker else "UV"
-        raise EnvFailure(f"cannot launch {target.env} with the {how} provider: {describe(e)}") from e
+        raise EnvFailure(
+            f"cannot launch {target.env} with the {how} provider: {describe(e)}"
+        ) from e
     return await stack.enter_async_context(client)
 
 

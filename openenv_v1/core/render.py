@@ -44,7 +44,9 @@ def render_action_format(spec: ActionSpec) -> str:
         lines.append(f"Example: {example}")
         return "\n".join(lines)
     schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
-    props = {k: v for k, v in (schema.get("properties") or {}).items() if k in spec.fields}
+    props = {
+        k: v for k, v in (schema.get("properties") or {}).items() if k in spec.fields
+    }
     schema["properties"] = props
     lines = [
         "Reply with one action: a JSON object matching this schema.",
@@ -52,7 +54,9 @@ def render_action_format(spec: ActionSpec) -> str:
         f"Example: {example}",
     ]
     if spec.raw_field:
-        lines.append(f"A reply that is not JSON is taken as the value of {spec.raw_field!r}.")
+        lines.append(
+            f"A reply that is not JSON is taken as the value of {spec.raw_field!r}."
+        )
     return "\n".join(lines)
 
 

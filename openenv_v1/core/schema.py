@@ -156,7 +156,9 @@ async def fetch_action_spec(
     return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tuple(tools))
 
 
-async def _list_tools(client: Any, http: httpx.AsyncClient, base_url: str) -> list[Tool]:
+async def _list_tools(
+    client: Any, http: httpx.AsyncClient, base_url: str
+) -> list[Tool]:
     try:
         result = await client.step({"type": "list_tools"})
         raw = result.observation.get("tools")

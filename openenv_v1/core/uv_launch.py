@@ -100,10 +100,12 @@ class SupervisedUVProvider(UVProvider):
         project_path = self.project_path
         if project_path.startswith(GIT_URL_PREFIX):
             try:
-                self._clone_dir = _clone_git_project(project_path, self.context_timeout_s)
+                self._clone_dir = _clone_git_project(
+                    project_path, self.context_timeout_s
+                )
             except RuntimeError as e:
                 raise EnvFailure(
-                    f"could not fetch the environment source {project_path[len(GIT_URL_PREFIX):]}: "
+                    f"could not fetch the environment source {project_path[len(GIT_URL_PREFIX) :]}: "
                     f"{e}. Remote Space ids need git and network access; point "
                     "task.user.provider_kwargs.project_path at a local checkout, or connect "
                     "to a running server with base_url"

@@ -1,0 +1,152 @@
+"""A local OpenAI-compatible chat endpoint with scripted players, for offline runs.
+
+    python -m openenv_v1.local_policy --mode solver --port 8001
+
+Serves `POST /v1/chat/completions` (non-streaming; all verifiers sends) and
+`GET /v1/models`. Modes:
+
+- `solver`: plays Wordle from the feedback in the conversation, replying "[word]".
+- `solver-json`: the same, as `{"message": "[word]"}`.
+- `free-text`: prose that is no action at all.
+- `empty`: an empty reply.
+- `wrong-field`: JSON with the wrong field, `{"guess": "crane"}`.
+- `slow`: `solver` after `--delay` seconds.
+- `script`: replies from `--script FILE` (a JSON list), by assistant-turn index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from openenv_v1.wordle_solver import next_guess
+
+MODES = (
+    "solver",
+    "solver-json",
+    "free-text",
+    "empty",
+    "wrong-field",
+    "slow",
+    "script",
+)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part.get("text", "") for part in content if isinstance(part, dict)
+        )
+    return ""
+
+
+def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> str:
+    conversation = "\n".join(
+        _text(m.get("content")) for m in messages if m.get("role") == "user"
+    )
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    if mode in ("solver", "slow"):
+        return f"[{next_guess(conversation)}]"
+    if mode == "solver-json":
+        return json.dumps({"message": f"[{next_guess(conversation)}]"})
+    if mode == "free-text":
+        return "Let me think about this. I believe a good first move is the word crane."
+    if mode == "empty":
+        return ""
+    if mode == "wrong-field":
+        return json.dumps({"guess": "crane"})
+    if mode == "script":
+        return script[turn] if turn < len(script) else script[-1]
+    raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+
+
+def create_app(mode: str, delay: float = 0.0, script: list[str] | None = None):
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if mode == "script" and not script:
+        raise ValueError("mode 'script' needs a non-empty --script list")
+
+    async def completions(request: Request) -> JSONResponse:
+        body = await request.json()
+        if body.get("stream"):
+            return JSONResponse(
+                {"error": {"message": "streaming is not supported"}}, status_code=400
+            )
+        messages = body.get("messages") or []
+        if mode == "slow":
+            await asyncio.sleep(delay)
+        reply = make_reply(mode, messages, script or [])
+        prompt_chars = sum(len(_text(m.get("content"))) for m in messages)
+        usage = {
+            "prompt_tokens": prompt_chars // 4 + 1,
+            "completion_tokens": len(reply) // 4 + 1,
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "local-policy"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage,
+            }
+        )
+
+    async def models(_: Request) -> JSONResponse:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "local-policy", "object": "model"}]}
+        )
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    import socket
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", default="solver", choices=MODES)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port-file", help="write the bound port here once listening")
+    parser.add_argument("--delay", type=float, default=5.0, help="seconds, mode slow")
+    parser.add_argument("--script", help="JSON file with a list of replies")
+    args = parser.parse_args(argv)
+    script = json.loads(Path(args.script).read_text()) if args.script else None
+    app = create_app(args.mode, delay=args.delay, script=script)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    if args.port_file:
+        Path(args.port_file).write_text(str(sock.getsockname()[1]))
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

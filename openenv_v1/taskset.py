@@ -1,0 +1,95 @@
+"""Tasks, their scoring and stop conditions: the verifiers face of an OpenEnv episode.
+
+    taskset = OpenEnvTaskset(OpenEnvConfig(env="openenv/wordle", resets=[{"seed": 1}]))
+    tasks = taskset.load()   # one OpenEnvTask per reset, name "openenv/wordle#0"
+
+The user simulator (`OpenEnvUser`) plays the episode and keeps its account on the
+rollout state; the task turns that account into the reward (`openenv_reward`, the sum
+of step rewards), stop conditions (`openenv_done`, `openenv_invalid_actions`) and
+metrics. An environment failure ends the rollout with a `UserError` naming the cause,
+after what was earned has been written to `trace.info["openenv"]` and the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import verifiers.v1 as vf
+
+from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
+
+
+class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
+    user = OpenEnvUser
+
+    @vf.stop
+    async def openenv_done(self, trace: vf.Trace) -> bool:
+        """The env reported `done`. Also where an env failure becomes the rollout's
+        error: stops run before every model call, so it surfaces at once."""
+        state = trace.state
+        _publish(trace)
+        if state.error:
+            raise vf.UserError(state.error)
+        return state.stop_reason == "done"
+
+    @vf.stop
+    async def openenv_invalid_actions(self, trace: vf.Trace) -> bool:
+        """`max_invalid_actions` invalid actions in a row ended the episode."""
+        return trace.state.stop_reason == "invalid_actions"
+
+    @vf.reward
+    async def openenv_reward(self, trace: vf.Trace) -> float:
+        return trace.state.reward
+
+    @vf.metric
+    async def openenv_steps(self, trace: vf.Trace) -> float:
+        return float(trace.state.steps)
+
+    @vf.metric
+    async def openenv_invalid_action_count(self, trace: vf.Trace) -> float:
+        return float(trace.state.invalid_actions)
+
+    @vf.metric
+    async def openenv_signals(self, trace: vf.Trace) -> dict[str, float]:
+        """The env's named reward signals from its last step, if it reports any."""
+        return {f"openenv_signal_{k}": v for k, v in trace.state.signals.items()}
+
+
+def _publish(trace: vf.Trace) -> None:
+    """Mirror the episode account onto the trace, which keeps it even if the rollout
+    errors before scoring (the state itself is never serialized)."""
+    state = trace.state
+    account: dict[str, Any] = {
+        "reward": state.reward,
+        "steps": state.steps,
+        "invalid_actions": state.invalid_actions,
+        "stop_reason": state.stop_reason,
+    }
+    if state.signals:
+        account["signals"] = dict(state.signals)
+    trace.info["openenv"] = account
+
+
+class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
+    def __init__(self, config: OpenEnvConfig) -> None:
+        config.require_target()
+        super().__init__(config)
+
+    def load(self) -> Iterator[OpenEnvTask]:
+        config = self.config
+        source = config.base_url or config.env
+        for idx, reset in enumerate(config.resets):
+            yield OpenEnvTask(
+                OpenEnvData(
+                    idx=idx,
+                    name=f"{source}#{idx}",
+                    prompt=None,
+                    env=None if config.base_url else config.env,
+                    base_url=config.base_url,
+                    use_docker=bool(config.use_docker and not config.base_url),
+                    reset=reset,
+                ),
+                config.task,
+            )

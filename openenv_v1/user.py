@@ -1,0 +1,96 @@
+"""`OpenEnvUser`: the verifiers user simulator that plays one OpenEnv episode.
+
+verifiers runs it per rollout as `python -m openenv_v1.user`. `setup_task` launches or
+connects (everything opened is closed by the user's exit stack), reads the action
+contract and resets; `respond` turns each model reply into a step via `EnvEpisode`.
+
+Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
+server unserved while verifiers keeps probing it for minutes, and a raising `respond`
+reaches the trace only as an unreadable JSON error. Instead the failure is put on the
+rollout state, and the task's `openenv_done` stop raises it as the rollout's error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import verifiers.v1 as vf
+
+from openenv_v1.config import OpenEnvUserConfig
+from openenv_v1.core import EnvEpisode, EnvFailure, EnvTarget, open_episode
+from openenv_v1.core.errors import describe
+
+logger = logging.getLogger(__name__)
+
+
+class OpenEnvData(vf.TaskData):
+    env: str | None
+    """OpenEnv environment id to launch (None when connecting to `base_url`)."""
+    base_url: str | None
+    use_docker: bool
+    reset: dict[str, Any]
+    """Keyword arguments for the env's `reset`."""
+
+
+class OpenEnvState(vf.State):
+    reward: float = 0.0
+    """Sum of the step rewards so far."""
+    done: bool = False
+    steps: int = 0
+    invalid_actions: int = 0
+    stop_reason: str | None = None
+    """`done`, `invalid_actions` or `error` once the episode is over."""
+    error: str | None = None
+    signals: dict[str, float] = {}
+
+
+class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
+    async def setup_task(self, task: OpenEnvData) -> None:
+        self._episode: EnvEpisode | None = None
+        self._opening: str | None = None
+        self._failure: str | None = None
+        target = EnvTarget(
+            env=task.env,
+            base_url=task.base_url,
+            use_docker=task.use_docker,
+            provider_kwargs=self.config.provider_kwargs,
+            launch_timeout_s=self.config.launch_timeout_s,
+            connect_timeout_s=self.config.connect_timeout_s,
+        )
+        try:
+            episode = await open_episode(target, self.config.limits(), self._exit_stack)
+            self._opening = await episode.reset(task.reset)
+            self._episode = episode
+        except EnvFailure as e:
+            self._failure = str(e)
+        except Exception as e:
+            logger.exception("OpenEnv setup failed")
+            self._failure = f"{target.label}: setup failed: {describe(e)}"
+
+    async def respond(self, message: str) -> vf.Messages:
+        if self._failure is not None:
+            self.state.done, self.state.stop_reason = True, "error"
+            self.state.error = self._failure
+            return [vf.UserMessage(content=f"The environment failed: {self._failure}")]
+        episode = self._episode
+        assert episode is not None
+        if self._opening is not None:
+            # The first call opens the conversation; later empty messages are replies.
+            text, self._opening = self._opening, None
+        else:
+            text = await episode.act(message)
+        report = episode.report
+        state = self.state
+        state.reward = report.reward
+        state.done = report.done
+        state.steps = report.steps
+        state.invalid_actions = report.invalid_actions
+        state.stop_reason = report.stop_reason
+        state.error = report.error
+        state.signals = dict(report.signals)
+        return [vf.UserMessage(content=text)]
+
+
+if __name__ == "__main__":
+    OpenEnvUser.run()

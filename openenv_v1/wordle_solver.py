@@ -1,0 +1,70 @@
+"""A scripted Wordle player: reads the game's feedback from the conversation and
+guesses a word consistent with all of it.
+
+It knows nothing of the env's internals, only the text a model would see: "You
+submitted [crane]." followed by the letter row and a G/Y/X row, and "Invalid move:
+[xxxxx] ..." for refused guesses. Both plain and JSON-escaped newlines are read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import cache
+
+from english_words import get_english_words_set
+
+_NL = r"(?:\\n|\n)"
+_FEEDBACK = re.compile(
+    rf"You submitted \[([a-z]{{5}})\]\.{_NL}Feedback:{_NL}[A-Z ]+{_NL}([GYX](?: [GYX]){{4}})"
+)
+_REFUSED = re.compile(r"Invalid move: \[([a-z]*)\]")
+
+
+@cache
+def _words() -> tuple[tuple[str, ...], frozenset[str]]:
+    """(likely answers, every valid guess), both from the `english-words` lists."""
+
+    def five(source: str) -> set[str]:
+        words = get_english_words_set([source], alpha=True, lower=True)
+        return {w for w in words if len(w) == 5 and w.isascii()}
+
+    gcide, web2 = five("gcide"), five("web2")
+    return tuple(sorted(gcide & web2)), frozenset(gcide | web2)
+
+
+def feedback_for(secret: str, guess: str) -> str:
+    """The G/Y/X row the game shows for `guess` when the answer is `secret`."""
+    row = ["X"] * 5
+    spare = Counter(s for s, g in zip(secret, guess, strict=True) if s != g)
+    for i, (s, g) in enumerate(zip(secret, guess, strict=True)):
+        if s == g:
+            row[i] = "G"
+        elif spare[g]:
+            row[i] = "Y"
+            spare[g] -= 1
+    return "".join(row)
+
+
+def read_board(conversation: str) -> tuple[dict[str, str], set[str]]:
+    """(feedback row per guessed word, words the game refused) found in the text."""
+    board = {
+        word: row.replace(" ", "") for word, row in _FEEDBACK.findall(conversation)
+    }
+    refused = set(_REFUSED.findall(conversation))
+    return board, refused
+
+
+def next_guess(conversation: str) -> str:
+    """The next guess: the best-covering word consistent with every feedback row."""
+    answers, _ = _words()
+    board, refused = read_board(conversation)
+    candidates = [
+        w
+        for w in answers
+        if w not in refused
+        and w not in board
+        and all(feedback_for(w, g) == row for g, row in board.items())
+    ] or [w for w in answers if w not in board and w not in refused]
+    letters = Counter(c for w in candidates for c in set(w))
+    return max(candidates, key=lambda w: (sum(letters[c] for c in set(w)), w))
