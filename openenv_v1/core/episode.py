@@ -88,7 +88,7 @@ class EnvEpisode:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_at_capacity),
                 stop=stop_after_delay(self.limits.capacity_wait_s),
-                wait=wait_exponential_jitter(initial=0.5, max=5.0),
+                wait=wait_exponential_jitter(multiplier=0.5, max=5.0),
                 reraise=True,
             ):
                 with attempt:

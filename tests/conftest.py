@@ -1,0 +1,26 @@
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers import TEST_ENVS, WORDLE_APP, uvicorn_server
+
+
+@pytest.fixture(scope="session")
+def wordle_url() -> Iterator[str]:
+    """The local Wordle env, served directly (base_url mode)."""
+    with uvicorn_server(WORDLE_APP) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def counter_url() -> Iterator[str]:
+    """The MCP counter env with OpenEnv's generic call-tool action."""
+    with uvicorn_server("counter_env:app", app_dir=TEST_ENVS) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def subclassed_counter_url() -> Iterator[str]:
+    """The MCP counter env whose action subclasses CallToolAction."""
+    with uvicorn_server("counter_env:subclassed_app", app_dir=TEST_ENVS) as url:
+        yield url

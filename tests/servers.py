@@ -1,0 +1,146 @@
+"""Real servers on 127.0.0.1 for the tests: OpenEnv envs, the local policy, evals."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDLE_PROJECT = ROOT / "envs" / "wordle"
+WORDLE_APP = "wordle_env.server.app:app"
+TEST_ENVS = ROOT / "tests" / "envs"
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server for {url} exited with {proc.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} not up within {timeout}s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+@contextlib.contextmanager
+def uvicorn_server(
+    app: str, *, app_dir: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """An OpenEnv app served by uvicorn from this venv; yields its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--log-level", "warning"]
+    if app_dir is not None:
+        cmd += ["--app-dir", str(app_dir)]
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/health", proc)
+        yield url
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def policy_server(
+    mode: str, *, script: list[str] | None = None, delay: float | None = None
+) -> Iterator[str]:
+    """The local OpenAI-compatible policy; yields its `/v1` base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "openenv_v1.local_policy", "--mode", mode]
+    cmd += ["--port", str(port)]
+    script_file = None
+    if script is not None:
+        script_file = Path(f"/tmp/openenv-v1-script-{port}.json")
+        script_file.write_text(json.dumps(script))
+        cmd += ["--script", str(script_file)]
+    if delay is not None:
+        cmd += ["--delay", str(delay)]
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/v1/models", proc)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        stop(proc)
+        if script_file is not None:
+            script_file.unlink(missing_ok=True)
+
+
+def processes_matching(*needles: str) -> list[tuple[int, str]]:
+    """(pid, cmdline) of live processes whose command line contains every needle."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "cmdline").read_bytes()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if "\nState:\tZ" in status:
+            continue
+        cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
+        if raw and all(n in cmdline for n in needles):
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+def run_eval(
+    args: list[str], cwd: Path, timeout: float = 300.0
+) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """`eval ...` as a user types it (no push); returns the process and its traces."""
+    env = {**os.environ, "LOCAL_POLICY_KEY": "local"}
+    proc = subprocess.run(
+        [str(BIN / "eval"), *args, "--no-push"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    traces = []
+    for path in sorted(cwd.glob("outputs/*/*/traces.jsonl")):
+        traces += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return proc, traces
+
+
+def model_flags(policy_url: str) -> list[str]:
+    return [
+        "-m",
+        "local-policy",
+        "--client.base-url",
+        policy_url,
+        "--client.api-key-var",
+        "LOCAL_POLICY_KEY",
+    ]

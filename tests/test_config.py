@@ -1,0 +1,138 @@
+"""Configuration rules: what is required, what wins, what is forced, and the errors."""
+
+import os
+import subprocess
+
+import pytest
+import verifiers.v1 as vf
+from pydantic import ValidationError
+
+from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
+from openenv_wordle_v1 import WORDLE_APP, OpenEnvWordleConfig, OpenEnvWordleTaskset
+from tests.servers import BIN
+
+
+def test_config_can_be_built_from_the_id_alone_as_the_cli_does():
+    # verifiers' CLI builds `Config(id=...)` before it reads any flag.
+    assert OpenEnvConfig(id="openenv-v1").env is None
+
+
+def test_taskset_without_env_or_base_url_names_the_flags():
+    with pytest.raises(ValueError, match=r"--taskset\.env .*--taskset\.base-url"):
+        OpenEnvTaskset(OpenEnvConfig(id="openenv-v1"))
+
+
+def test_tasks_one_per_reset_named_by_source_with_no_prompt():
+    config = OpenEnvConfig(env="org/env", resets=[{"seed": 1}, {"seed": 2}, {}])
+    tasks = OpenEnvTaskset(config).load()
+    tasks = list(tasks)
+    assert [t.data.name for t in tasks] == ["org/env#0", "org/env#1", "org/env#2"]
+    assert [t.data.reset for t in tasks] == [{"seed": 1}, {"seed": 2}, {}]
+    assert all(t.data.prompt is None for t in tasks)
+    assert [t.data.idx for t in tasks] == [0, 1, 2]
+
+
+def test_default_is_one_empty_reset():
+    tasks = list(OpenEnvTaskset(OpenEnvConfig(env="org/env")).load())
+    assert len(tasks) == 1 and tasks[0].data.reset == {}
+
+
+def test_empty_resets_rejected():
+    with pytest.raises(ValidationError, match="resets is empty"):
+        OpenEnvConfig(env="org/env", resets=[])
+
+
+def test_base_url_wins_over_inherited_env_and_provider_settings():
+    config = OpenEnvWordleConfig(base_url="http://127.0.0.1:9999")
+    (task, *_) = OpenEnvWordleTaskset(config).load()
+    assert task.data.base_url == "http://127.0.0.1:9999"
+    assert task.data.env is None and task.data.use_docker is False
+    assert task.data.name == "http://127.0.0.1:9999#0"
+
+
+def test_use_docker_forces_a_prime_vm_and_no_colocation():
+    config = OpenEnvConfig(env="org/env", use_docker=True)
+    assert config.task.user.colocated is False
+    assert isinstance(config.task.user.runtime, vf.PrimeConfig)
+    assert config.task.user.runtime.vm is True
+
+
+def test_use_docker_keeps_other_prime_settings():
+    config = OpenEnvConfig(
+        env="org/env",
+        use_docker=True,
+        task={
+            "user": {
+                "colocated": True,
+                "runtime": {
+                    "type": "prime",
+                    "image": "my/image:1",
+                    "region": "eu",
+                    "labels": ["a"],
+                    "cpu": 4.0,
+                    "network_access": False,
+                },
+            }
+        },
+    )
+    runtime = config.task.user.runtime
+    assert (runtime.vm, runtime.image, runtime.region) == (True, "my/image:1", "eu")
+    assert (runtime.labels, runtime.cpu, runtime.network_access) == (["a"], 4.0, False)
+    assert config.task.user.colocated is False
+
+
+def test_use_docker_replaces_a_non_prime_runtime():
+    config = OpenEnvConfig(
+        env="org/env", use_docker=True, task={"user": {"runtime": {"type": "docker"}}}
+    )
+    assert isinstance(config.task.user.runtime, vf.PrimeConfig)
+    assert config.task.user.runtime.vm is True
+
+
+def test_use_docker_with_base_url_rejected_naming_the_flags():
+    with pytest.raises(ValidationError, match="--taskset.use-docker"):
+        OpenEnvConfig(base_url="http://127.0.0.1:1", use_docker=True)
+
+
+def test_relative_project_path_is_resolved_where_it_was_written(tmp_path):
+    config = OpenEnvConfig(
+        env="org/env", task={"user": {"provider_kwargs": {"project_path": "envs/x"}}}
+    )
+    expected = os.path.abspath("envs/x")
+    assert config.task.user.provider_kwargs["project_path"] == expected
+    git = "git+https://example.invalid/repo"
+    config = OpenEnvConfig(
+        env="org/env", task={"user": {"provider_kwargs": {"project_path": git}}}
+    )
+    assert config.task.user.provider_kwargs["project_path"] == git
+
+
+def test_wordle_pins_env_and_defaults_its_app():
+    config = OpenEnvWordleConfig(id="openenv-wordle-v1")
+    assert config.env == "openenv/wordle"
+    assert config.task.user.provider_kwargs["app"] == WORDLE_APP
+
+
+def test_wordle_keeps_an_app_the_user_set():
+    config = OpenEnvWordleConfig(
+        task={"user": {"provider_kwargs": {"app": "mine.server:app"}}}
+    )
+    assert config.task.user.provider_kwargs["app"] == "mine.server:app"
+
+
+def test_both_ids_resolve_to_their_configs():
+    assert vf.taskset_config_type("openenv-v1") is OpenEnvConfig
+    assert vf.taskset_config_type("openenv-wordle-v1") is OpenEnvWordleConfig
+
+
+@pytest.mark.parametrize("taskset", ["openenv-v1", "openenv-wordle-v1"])
+def test_eval_help_works_for_both_tasksets(taskset):
+    proc = subprocess.run(
+        [str(BIN / "eval"), taskset, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--taskset.base-url" in proc.stdout
+    assert "--taskset.task.user.provider-kwargs" in proc.stdout
