@@ -88,7 +88,9 @@ def test_tool_call_may_omit_type_and_arguments_are_checked():
 
 
 def test_unknown_tool_lists_the_available_ones():
-    with pytest.raises(InvalidAction, match=r"unknown tool 'sub' \(available: add, peek\)"):
+    with pytest.raises(
+        InvalidAction, match=r"unknown tool 'sub' \(available: add, peek\)"
+    ):
         parse_action('{"tool_name": "sub"}', COUNTER)
 
 

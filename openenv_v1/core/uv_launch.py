@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -152,9 +153,11 @@ class SupervisedUVProvider(UVProvider):
                     raise EnvFailure("the UV provider was not started")
                 code = self._process.poll()
                 if code is not None:
+                    tail = self.log_tail()
                     raise EnvFailure(
                         f"env server `uv run ... uvicorn {self.app}` exited with code "
-                        f"{code} before it was ready; its output ends with:\n{self.log_tail()}"
+                        f"{code} before it was ready{_diagnose(tail)}; its output ends "
+                        f"with:\n{tail}"
                     )
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self._base_url}/health").status_code == 200:
@@ -195,6 +198,20 @@ class SupervisedUVProvider(UVProvider):
         if self._log_path is not None:
             self._log_path.unlink(missing_ok=True)
             self._log_path = None
+
+
+_UVICORN_IMPORT = re.compile(r'Could not import module "(?P<module>[^"]+)"')
+
+
+def _diagnose(tail: str) -> str:
+    """Name the usual cause of a crashed start in words the user can act on."""
+    if match := _UVICORN_IMPORT.search(tail):
+        module = match["module"]
+        return (
+            f" (ModuleNotFoundError: No module named {module!r}: the `app` module is "
+            "not in the env project; check task.user.provider_kwargs.app)"
+        )
+    return ""
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -49,11 +49,19 @@ class CounterEnvironment(MCPEnvironment):
         super().__init__(mcp)
         self._state = State()
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0, **kwargs: Any) -> Observation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        start: int = 0,
+        **kwargs: Any,
+    ) -> Observation:
         self.counter = start
         self.finished = False
         self._state = State(episode_id=episode_id)
-        return Observation(done=False, reward=0.0, metadata={"note": f"counter starts at {start}"})
+        return Observation(
+            done=False, reward=0.0, metadata={"note": f"counter starts at {start}"}
+        )
 
     async def step_async(self, action, timeout_s=None, **kwargs):
         self.pending_reward = 0.0
@@ -79,8 +87,16 @@ class CounterCallAction(CallToolAction):
 
 
 app = create_app(
-    CounterEnvironment, CallToolAction, CallToolObservation, env_name="counter", max_concurrent_envs=8
+    CounterEnvironment,
+    CallToolAction,
+    CallToolObservation,
+    env_name="counter",
+    max_concurrent_envs=8,
 )
 subclassed_app = create_app(
-    CounterEnvironment, CounterCallAction, CallToolObservation, env_name="counter", max_concurrent_envs=8
+    CounterEnvironment,
+    CounterCallAction,
+    CallToolObservation,
+    env_name="counter",
+    max_concurrent_envs=8,
 )

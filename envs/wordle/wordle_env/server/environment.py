@@ -58,7 +58,9 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._messages.append(
             WordleMessage(id=0, content=action.message, category="PLAYER")
         )
-        self._messages.append(WordleMessage(id=-1, content=result.text, category="GAME"))
+        self._messages.append(
+            WordleMessage(id=-1, content=result.text, category="GAME")
+        )
         self._state.step_count += 1
         self._state.guesses = [g for g, _ in self._game.guesses]
         self._state.guesses_left = self._game.guesses_left

@@ -1,0 +1,183 @@
+"""Full `eval` runs through the CLI, as a user types them, against real servers."""
+
+import shutil
+import time
+
+import pytest
+
+from tests.servers import (
+    ROOT,
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    free_port,
+    model_flags,
+    policy_server,
+    processes_matching,
+    run_eval,
+)
+
+NULL_HARNESS = ["--harness.id", "null"]
+
+
+def assert_all_done(proc, traces, count):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(traces) == count, proc.stderr[-3000:]
+    for trace in traces:
+        assert trace["errors"] == [], trace["errors"]
+        assert trace["stop_condition"] == "openenv_done"
+        account = trace["info"]["openenv"]
+        assert trace["rewards"]["openenv_reward"] == account["reward"]
+        assert trace["metrics"]["openenv_steps"] == account["steps"] >= 1
+
+
+def test_flag_only_base_url_eval_runs_every_reset_and_rollout(wordle_url, tmp_path):
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-v1",
+                "--taskset.base-url",
+                wordle_url,
+                "--taskset.resets",
+                '[{"seed": 1}, {"seed": 2}]',
+                "-r",
+                "2",
+                "-c",
+                "4",
+                *NULL_HARNESS,
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    assert_all_done(proc, traces, 4)
+    assert sorted(t["task"]["data"]["name"] for t in traces) == sorted(
+        [f"{wordle_url}#0", f"{wordle_url}#0", f"{wordle_url}#1", f"{wordle_url}#1"]
+    )
+    # The solver solves both seeded games: reward 1.0 on the solving step only.
+    assert [t["rewards"]["openenv_reward"] for t in traces] == [1.0] * 4
+
+
+def test_reward_is_the_exact_sum_of_scripted_step_rewards(counter_url, tmp_path):
+    script = [
+        '{"tool_name": "add", "arguments": {"n": 2}}',
+        '{"tool_name": "peek"}',
+        '{"tool_name": "add", "arguments": {"n": 4}}',
+        '{"tool_name": "submit", "arguments": {"answer": 7}}',
+    ]
+    with policy_server("script", script=script) as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-v1",
+                "--taskset.base-url",
+                counter_url,
+                "--taskset.resets",
+                '[{"start": 1}]',
+                *NULL_HARNESS,
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    assert_all_done(proc, traces, 1)
+    (trace,) = traces
+    assert trace["rewards"]["openenv_reward"] == 0.25 + 0.0 + 0.25 + 1.0
+    assert trace["metrics"]["openenv_steps"] == 4
+
+
+def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
+    def launched():
+        return processes_matching("--project", str(WORDLE_PROJECT))
+
+    assert launched() == []
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-v1",
+                "--taskset.env",
+                "local/wordle",
+                "--taskset.task.user.provider-kwargs",
+                f'{{"project_path": "{WORDLE_PROJECT}", "app": "{WORDLE_APP}"}}',
+                "--taskset.resets",
+                '[{"seed": 4}, {"seed": 5}]',
+                "-c",
+                "2",
+                *NULL_HARNESS,
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    assert_all_done(proc, traces, 2)
+    deadline = time.monotonic() + 10
+    while launched() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert launched() == []
+    assert processes_matching("uvicorn", WORDLE_APP, "builds-v0") == []
+
+
+def test_wordle_wrapper_runs_against_a_base_url(wordle_url, tmp_path):
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-wordle-v1",
+                "--taskset.base-url",
+                wordle_url,
+                "-n",
+                "2",
+                *NULL_HARNESS,
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    assert_all_done(proc, traces, 2)
+    assert {t["task"]["data"]["reset"]["seed"] for t in traces} == {0, 1}
+
+
+def test_shipped_config_file_runs(tmp_path):
+    shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    (tmp_path / "envs").symlink_to(ROOT / "envs")
+    with policy_server("solver") as policy:
+        # The flag overrides the file's client URL (the policy runs on a free port).
+        proc, traces = run_eval(
+            [
+                "@",
+                "configs/wordle-local.toml",
+                "--client.base-url",
+                policy,
+                "-n",
+                "2",
+            ],
+            tmp_path,
+        )
+    assert_all_done(proc, traces, 2)
+
+
+def test_closed_port_ends_the_rollout_fast_with_the_cause(tmp_path):
+    closed = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            ["openenv-v1", "--taskset.base-url", closed, *NULL_HARNESS]
+            + model_flags(policy),
+            tmp_path,
+        )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace,) = traces
+    (error,) = trace["errors"]
+    assert error["type"] == "UserError"
+    assert closed in error["message"] and "ECONNREFUSED" in error["message"]
+    assert elapsed < 60
+
+
+@pytest.mark.parametrize("mode", ["wrong-field", "empty", "free-text"])
+def test_misbehaving_policy_ends_cleanly_without_max_turns(mode, counter_url, tmp_path):
+    with policy_server(mode) as policy:
+        proc, traces = run_eval(
+            ["openenv-v1", "--taskset.base-url", counter_url, *NULL_HARNESS]
+            + model_flags(policy),
+            tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace,) = traces
+    assert trace["errors"] == []
+    assert trace["stop_condition"] == "openenv_invalid_actions"
+    assert trace["metrics"]["openenv_invalid_action_count"] == 3
+    assert trace["metrics"]["openenv_steps"] == 0
