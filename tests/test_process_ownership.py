@@ -1,0 +1,60 @@
+"""Env servers launched for rollouts never outlive the eval, even a SIGKILLed one."""
+
+import os
+import signal
+import subprocess
+import time
+
+from tests.servers import (
+    BIN,
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    model_flags,
+    policy_server,
+    processes_matching,
+)
+
+
+def launched() -> list[tuple[int, str]]:
+    return processes_matching("--project", str(WORDLE_PROJECT))
+
+
+def test_sigkilled_eval_leaves_no_env_server(tmp_path):
+    assert launched() == []
+    # A slow policy keeps both episodes in flight while the eval is killed.
+    with policy_server("slow", delay=120) as policy:
+        eval_proc = subprocess.Popen(
+            [
+                str(BIN / "eval"),
+                "openenv-v1",
+                "--taskset.env",
+                "local/wordle",
+                "--taskset.task.user.provider-kwargs",
+                f'{{"project_path": "{WORDLE_PROJECT}", "app": "{WORDLE_APP}"}}',
+                "--taskset.resets",
+                '[{"seed": 1}, {"seed": 2}]',
+                "--harness.id",
+                "null",
+                "--no-push",
+                *model_flags(policy),
+            ],
+            cwd=tmp_path,
+            env={**os.environ, "LOCAL_POLICY_KEY": "local"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while len(launched()) < 2 and time.monotonic() < deadline:
+                assert eval_proc.poll() is None, "eval ended before the envs were up"
+                time.sleep(0.5)
+            assert len(launched()) >= 2, "both env servers should be up"
+            time.sleep(3)  # let the episodes start
+        finally:
+            eval_proc.send_signal(signal.SIGKILL)
+            eval_proc.wait(10)
+        deadline = time.monotonic() + 20
+        while launched() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert launched() == []
+        assert processes_matching("openenv_v1.user") == []
