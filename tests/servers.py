@@ -144,3 +144,17 @@ def model_flags(policy_url: str) -> list[str]:
         "--client.api-key-var",
         "LOCAL_POLICY_KEY",
     ]
+
+
+def wordle_uv_flags(resets: str) -> list[str]:
+    """`eval` flags launching the local Wordle project with UV, one task per reset."""
+    kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
+    return [
+        "openenv-v1",
+        "--taskset.env",
+        "local/wordle",
+        "--taskset.task.user.provider-kwargs",
+        kwargs,
+        "--taskset.resets",
+        resets,
+    ]

@@ -14,6 +14,7 @@ from tests.servers import (
     policy_server,
     processes_matching,
     run_eval,
+    wordle_uv_flags,
 )
 
 NULL_HARNESS = ["--harness.id", "null"]
@@ -90,13 +91,7 @@ def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
     with policy_server("solver") as policy:
         proc, traces = run_eval(
             [
-                "openenv-v1",
-                "--taskset.env",
-                "local/wordle",
-                "--taskset.task.user.provider-kwargs",
-                f'{{"project_path": "{WORDLE_PROJECT}", "app": "{WORDLE_APP}"}}',
-                "--taskset.resets",
-                '[{"seed": 4}, {"seed": 5}]',
+                *wordle_uv_flags('[{"seed": 4}, {"seed": 5}]'),
                 "-c",
                 "2",
                 *NULL_HARNESS,

@@ -7,11 +7,11 @@ import time
 
 from tests.servers import (
     BIN,
-    WORDLE_APP,
     WORDLE_PROJECT,
     model_flags,
     policy_server,
     processes_matching,
+    wordle_uv_flags,
 )
 
 
@@ -26,13 +26,7 @@ def test_sigkilled_eval_leaves_no_env_server(tmp_path):
         eval_proc = subprocess.Popen(
             [
                 str(BIN / "eval"),
-                "openenv-v1",
-                "--taskset.env",
-                "local/wordle",
-                "--taskset.task.user.provider-kwargs",
-                f'{{"project_path": "{WORDLE_PROJECT}", "app": "{WORDLE_APP}"}}',
-                "--taskset.resets",
-                '[{"seed": 1}, {"seed": 2}]',
+                *wordle_uv_flags('[{"seed": 1}, {"seed": 2}]'),
                 "--harness.id",
                 "null",
                 "--no-push",
