@@ -7,7 +7,6 @@ cancellation alike.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from dataclasses import dataclass, field
@@ -80,8 +79,6 @@ async def open_env(target: EnvTarget, stack: contextlib.AsyncExitStack):
             )
         client = await handle
     except EnvFailure:
-        raise
-    except asyncio.CancelledError:
         raise
     except Exception as e:
         how = "Docker" if target.use_docker else "UV"
