@@ -116,6 +116,19 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
     return found
 
 
+def wordle_uv_servers() -> list[tuple[int, str]]:
+    """Live processes of UV-launched local Wordle servers: `uv run --project ...` and
+    the uvicorn it runs from its isolated env. Servers the tests start directly (from
+    this venv's python) are not counted."""
+    uv = processes_matching("--project", str(WORDLE_PROJECT))
+    servers = [
+        (pid, cmd)
+        for pid, cmd in processes_matching("uvicorn", WORDLE_APP)
+        if not cmd.startswith(sys.executable)
+    ]
+    return sorted(set(uv + servers))
+
+
 def run_eval(
     args: list[str], cwd: Path, timeout: float = 300.0
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:

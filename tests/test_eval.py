@@ -7,14 +7,12 @@ import pytest
 
 from tests.servers import (
     ROOT,
-    WORDLE_APP,
-    WORDLE_PROJECT,
     free_port,
     model_flags,
     policy_server,
-    processes_matching,
     run_eval,
     wordle_uv_flags,
+    wordle_uv_servers,
 )
 
 NULL_HARNESS = ["--harness.id", "null"]
@@ -84,10 +82,7 @@ def test_reward_is_the_exact_sum_of_scripted_step_rewards(counter_url, tmp_path)
 
 
 def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
-    def launched():
-        return processes_matching("--project", str(WORDLE_PROJECT))
-
-    assert launched() == []
+    assert wordle_uv_servers() == []
     with policy_server("solver") as policy:
         proc, traces = run_eval(
             [
@@ -101,10 +96,9 @@ def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
         )
     assert_all_done(proc, traces, 2)
     deadline = time.monotonic() + 10
-    while launched() and time.monotonic() < deadline:
+    while wordle_uv_servers() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert launched() == []
-    assert processes_matching("uvicorn", WORDLE_APP, "builds-v0") == []
+    assert wordle_uv_servers() == []
 
 
 def test_wordle_wrapper_runs_against_a_base_url(wordle_url, tmp_path):

@@ -7,20 +7,16 @@ import time
 
 from tests.servers import (
     BIN,
-    WORDLE_PROJECT,
     model_flags,
     policy_server,
     processes_matching,
     wordle_uv_flags,
+    wordle_uv_servers,
 )
 
 
-def launched() -> list[tuple[int, str]]:
-    return processes_matching("--project", str(WORDLE_PROJECT))
-
-
 def test_sigkilled_eval_leaves_no_env_server(tmp_path):
-    assert launched() == []
+    assert wordle_uv_servers() == []
     # A slow policy keeps both episodes in flight while the eval is killed.
     with policy_server("slow", delay=120) as policy:
         eval_proc = subprocess.Popen(
@@ -39,16 +35,16 @@ def test_sigkilled_eval_leaves_no_env_server(tmp_path):
         )
         try:
             deadline = time.monotonic() + 180
-            while len(launched()) < 2 and time.monotonic() < deadline:
+            while len(wordle_uv_servers()) < 2 and time.monotonic() < deadline:
                 assert eval_proc.poll() is None, "eval ended before the envs were up"
                 time.sleep(0.5)
-            assert len(launched()) >= 2, "both env servers should be up"
+            assert len(wordle_uv_servers()) >= 2, "both env servers should be up"
             time.sleep(3)  # let the episodes start
         finally:
             eval_proc.send_signal(signal.SIGKILL)
             eval_proc.wait(10)
         deadline = time.monotonic() + 20
-        while launched() and time.monotonic() < deadline:
+        while wordle_uv_servers() and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert launched() == []
+        assert wordle_uv_servers() == []
         assert processes_matching("openenv_v1.user") == []

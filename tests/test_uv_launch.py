@@ -6,7 +6,11 @@ import time
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
-from tests.servers import WORDLE_APP, WORDLE_PROJECT, processes_matching
+from tests.servers import (
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    wordle_uv_servers,
+)
 
 
 def uv_target(app: str = WORDLE_APP, **extra) -> EnvTarget:
@@ -17,20 +21,15 @@ def uv_target(app: str = WORDLE_APP, **extra) -> EnvTarget:
     )
 
 
-def launched() -> list[tuple[int, str]]:
-    return processes_matching("--isolated", "--project", str(WORDLE_PROJECT))
-
-
 async def test_uv_launch_serves_an_episode_and_stops_the_tree():
-    assert launched() == []
+    assert wordle_uv_servers() == []
     async with contextlib.AsyncExitStack() as stack:
         episode = await open_episode(uv_target(), EpisodeLimits(), stack)
-        assert len(launched()) >= 1  # uv (and, under it, uvicorn)
+        assert len(wordle_uv_servers()) >= 2  # uv and, under it, uvicorn
         await episode.reset({"word": "crane"})
         await episode.act("[crane]")
         assert episode.report.reward == 1.0
-    assert launched() == []
-    assert processes_matching("uvicorn", WORDLE_APP, "openenv-uv") == []
+    assert wordle_uv_servers() == []
 
 
 async def test_wrong_app_fails_fast_with_the_servers_own_error():
@@ -43,7 +42,7 @@ async def test_wrong_app_fails_fast_with_the_servers_own_error():
     assert time.monotonic() - started < 60
     assert "ModuleNotFoundError" in str(info.value)
     assert "wordle_env.no_such_module" in str(info.value)
-    assert launched() == []
+    assert wordle_uv_servers() == []
 
 
 async def test_missing_project_path_is_named():
