@@ -18,7 +18,13 @@ from typing import Any
 import verifiers.v1 as vf
 
 from openenv_v1.config import OpenEnvUserConfig
-from openenv_v1.core import EnvEpisode, EnvFailure, EnvTarget, open_episode
+from openenv_v1.core import (
+    EnvEpisode,
+    EnvFailure,
+    EnvTarget,
+    EpisodeReport,
+    open_episode,
+)
 from openenv_v1.core.errors import describe
 
 logger = logging.getLogger(__name__)
@@ -70,17 +76,22 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
 
     async def respond(self, message: str) -> vf.Messages:
         if self._failure is not None:
-            self.state.done, self.state.stop_reason = True, "error"
-            self.state.error = self._failure
-            return [vf.UserMessage(content=f"The environment failed: {self._failure}")]
-        episode = self._episode
-        assert episode is not None
-        if self._opening is not None:
-            # The first call opens the conversation; later empty messages are replies.
-            text, self._opening = self._opening, None
+            report = EpisodeReport()
+            report.fail(self._failure)
+            text = f"The environment failed: {self._failure}"
         else:
-            text = await episode.act(message)
-        report = episode.report
+            assert self._episode is not None
+            report = self._episode.report
+            if self._opening is not None:
+                # The first call opens the conversation; later empty ones are replies.
+                text, self._opening = self._opening, None
+            else:
+                text = await self._episode.act(message)
+        self._mirror(report)
+        return [vf.UserMessage(content=text)]
+
+    def _mirror(self, report: EpisodeReport) -> None:
+        """Copy the episode account onto the rollout state the task reads."""
         state = self.state
         state.reward = report.reward
         state.done = report.done
@@ -89,7 +100,6 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         state.stop_reason = report.stop_reason
         state.error = report.error
         state.signals = dict(report.signals)
-        return [vf.UserMessage(content=text)]
 
 
 if __name__ == "__main__":
