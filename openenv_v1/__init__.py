@@ -4,12 +4,31 @@
     uv run eval openenv-v1 --taskset.base-url http://127.0.0.1:8000 --harness.id null
 
 Subclass `OpenEnvConfig` to pin an env and its launch defaults (see
-`openenv_wordle_v1`). The OpenEnv-facing machinery lives in `openenv_v1.core`.
+`openenv_wordle_v1`). The OpenEnv-facing machinery lives in `openenv_v1.core`, which
+does not need verifiers; the names below are imported on first use, so `openenv_v1.core`
+(and the `openenv-v1` command) stay quick to load.
 """
 
-from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
-from openenv_v1.taskset import OpenEnvTask, OpenEnvTaskset
-from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
+    from openenv_v1.taskset import OpenEnvTask, OpenEnvTaskset
+    from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
+
+_HOMES = {
+    "OpenEnvConfig": "openenv_v1.config",
+    "OpenEnvTaskConfig": "openenv_v1.config",
+    "OpenEnvUserConfig": "openenv_v1.config",
+    "OpenEnvTask": "openenv_v1.taskset",
+    "OpenEnvTaskset": "openenv_v1.taskset",
+    "OpenEnvData": "openenv_v1.user",
+    "OpenEnvState": "openenv_v1.user",
+    "OpenEnvUser": "openenv_v1.user",
+}
 
 __all__ = [
     "OpenEnvConfig",
@@ -21,3 +40,11 @@ __all__ = [
     "OpenEnvUser",
     "OpenEnvUserConfig",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if home := _HOMES.get(name):
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'openenv_v1' has no attribute {name!r}")

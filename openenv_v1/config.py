@@ -18,15 +18,25 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.core import EpisodeLimits
+from openenv_v1.core.render import ObservationFormat
 
 
 class OpenEnvUserConfig(vf.UserConfig):
     """Placement and limits of the per-rollout user simulator that drives the env."""
 
     provider_kwargs: dict[str, Any] = {}
-    """Passed to OpenEnv's `GenericEnvClient.from_env`: `app`, `project_path`,
-    `env_vars`, `port`, `workers`, `host` (default 127.0.0.1), `reload`,
-    `context_timeout_s`, or for Docker `tag` and the like. Unused with `base_url`."""
+    """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app`,
+    `project_path`, `env_vars` (non-secret values), `port`, `workers`, `host` (default
+    127.0.0.1), `reload`, `context_timeout_s`, or for Docker `tag` and the like. Unused
+    with `base_url`."""
+    forward_env: list[str] = []
+    """Names of variables of the eval's environment to pass into the launched env
+    server (API keys, tokens). Only the names are configured or saved; the values are
+    read from the eval process when the server is launched."""
+    server_web_ui: bool = False
+    """Let UV-launched env servers import gradio for OpenEnv's web UI (also implied by
+    `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from them, which
+    halves their start-up; turn it on for an env that imports gradio itself."""
     launch_timeout_s: float = 120.0
     """Seconds a launched server may take to answer `/health` (UV provider's
     `context_timeout_s` unless provider_kwargs sets it)."""
@@ -41,6 +51,15 @@ class OpenEnvUserConfig(vf.UserConfig):
     server) that end the episode with stop condition `openenv_invalid_actions`."""
     capacity_wait_s: float = 30.0
     """Seconds to retry, with backoff, a server that is at its session limit."""
+    observation_format: ObservationFormat = "text"
+    """How observations are shown to the model: `text` (one line per field, the text
+    field as is, history lists only with their new entries) or `json` (compact
+    JSON of the whole observation)."""
+    pool_url: str | None = None
+    """Set by the taskset, not by hand: lease endpoint of its shared env servers."""
+    secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Set by the taskset, not by hand: values of `forward_env` for a rollout that
+    launches its own server. Never part of a saved config."""
 
     @model_validator(mode="after")
     def _absolute_project_path(self) -> Self:
@@ -52,6 +71,12 @@ class OpenEnvUserConfig(vf.UserConfig):
                 os.path.expanduser(path)
             )
         return self
+
+    def message_timeout_s(self) -> float:
+        """OpenEnv's own per-message limit, kept above ours so ours fire first."""
+        return (
+            max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s) + 30
+        )
 
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(
@@ -71,14 +96,24 @@ class OpenEnvConfig(vf.TasksetConfig):
     """An OpenEnv environment as a finite taskset: one task per entry of `resets`."""
 
     env: str | None = None
-    """OpenEnv environment id (e.g. `openenv/wordle`), launched per rollout with the UV
-    provider (or Docker with `use_docker`). Required unless `base_url` is set."""
+    """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
+    (shared by rollouts, see `shared_servers`) or per rollout with Docker
+    (`use_docker`). Required unless `base_url` is set."""
     base_url: str | None = None
     """URL of a running OpenEnv server. Connect only: nothing is cloned or launched, and
     `env`, `use_docker` and provider settings are ignored."""
     use_docker: bool = False
     """Launch with OpenEnv's Docker provider instead of UV. The user then runs on its
     own Prime VM (`colocated` off, `vm` on). Not with `base_url`."""
+    shared_servers: bool = True
+    """Launch `env` once per eval and let rollouts share it, each on its own session
+    (more servers are launched while all are at their session limit). Applies to UV
+    launches with a local user simulator; off, each rollout launches its own."""
+    sessions_per_server: int | None = Field(None, ge=1)
+    """Session limit of one shared server; unset, it is learned from the server's
+    `CAPACITY_REACHED` answers."""
+    max_servers: int = Field(4, ge=1)
+    """Most shared servers launched at once for this taskset."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
@@ -102,6 +137,33 @@ class OpenEnvConfig(vf.TasksetConfig):
         if not self.resets:
             raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
         return self
+
+    def shares_servers(self) -> bool:
+        """Whether rollouts lease shared servers launched by the taskset: UV launches
+        whose user simulator runs on this host (so it reaches 127.0.0.1)."""
+        from verifiers.v1.runtimes import runtime_is_local
+
+        user = self.task.user
+        return bool(
+            self.shared_servers
+            and self.env
+            and not self.base_url
+            and not self.use_docker
+            and not user.colocated
+            and runtime_is_local(user.runtime)
+        )
+
+    def forwarded_values(self) -> dict[str, str]:
+        """Values of `task.user.forward_env` in this process; a missing one is an
+        error naming it."""
+        names = self.task.user.forward_env
+        missing = [name for name in names if name not in os.environ]
+        if missing:
+            raise ValueError(
+                f"task.user.forward_env names {', '.join(missing)}, not set in the "
+                "eval's environment: export it, or drop it from forward_env"
+            )
+        return {name: os.environ[name] for name in names}
 
     def require_target(self) -> None:
         """Fail, naming the flags, when neither `env` nor `base_url` is set."""

@@ -18,6 +18,8 @@ from typing import Any
 import verifiers.v1 as vf
 
 from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.core import EnvTarget
+from openenv_v1.core.pool import ServerPool
 from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 
@@ -73,9 +75,41 @@ def _publish(trace: vf.Trace) -> None:
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
+    """One task per reset. When `config.shares_servers()`, building the taskset starts
+    its `ServerPool`, so the first env server comes up while verifiers is still
+    starting; the pool's servers are stopped by `close()` or at process exit."""
+
     def __init__(self, config: OpenEnvConfig) -> None:
         config.require_target()
         super().__init__(config)
+        secret_env = config.forwarded_values()
+        self.pool: ServerPool | None = None
+        user = config.task.user
+        if config.shares_servers():
+            self.pool = ServerPool(
+                EnvTarget(
+                    env=config.env,
+                    provider_kwargs=user.provider_kwargs,
+                    secret_env=secret_env,
+                    launch_timeout_s=user.launch_timeout_s,
+                    web_ui=user.server_web_ui,
+                ),
+                sessions_per_server=config.sessions_per_server,
+                max_servers=config.max_servers,
+                capacity_wait_s=user.capacity_wait_s,
+            )
+            user = user.model_copy(update={"pool_url": self.pool.start()})
+        elif secret_env and not config.base_url:
+            # The rollout launches its server itself, from a process that may not see
+            # these variables (verifiers strips *API_KEY* ones): hand the values over
+            # in its config, which only ever travels in the process environment.
+            user = user.model_copy(update={"secret_env": secret_env})
+        self._task_config = config.task.model_copy(update={"user": user})
+
+    def close(self) -> None:
+        """Stop the shared env servers, if any."""
+        if self.pool is not None:
+            self.pool.close()
 
     def load(self) -> Iterator[OpenEnvTask]:
         config = self.config
@@ -91,5 +125,5 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                     use_docker=bool(config.use_docker and not config.base_url),
                     reset=reset,
                 ),
-                config.task,
+                self._task_config,
             )

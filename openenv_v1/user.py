@@ -56,16 +56,26 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         self._episode: EnvEpisode | None = None
         self._opening: str | None = None
         self._failure: str | None = None
+        config = self.config
         target = EnvTarget(
             env=task.env,
             base_url=task.base_url,
             use_docker=task.use_docker,
-            provider_kwargs=self.config.provider_kwargs,
-            launch_timeout_s=self.config.launch_timeout_s,
-            connect_timeout_s=self.config.connect_timeout_s,
+            provider_kwargs=config.provider_kwargs,
+            secret_env=config.secret_env,
+            pool_url=None if task.base_url else config.pool_url,
+            launch_timeout_s=config.launch_timeout_s,
+            connect_timeout_s=config.connect_timeout_s,
+            message_timeout_s=config.message_timeout_s(),
+            web_ui=config.server_web_ui,
         )
         try:
-            episode = await open_episode(target, self.config.limits(), self._exit_stack)
+            episode = await open_episode(
+                target,
+                config.limits(),
+                self._exit_stack,
+                observation_format=config.observation_format,
+            )
             self._opening = await episode.reset(task.reset)
             self._episode = episode
         except EnvFailure as e:

@@ -1,40 +1,69 @@
-"""Open a connected OpenEnv client: launch with UV or Docker, or connect to a base_url.
+"""Open a connected OpenEnv client: a shared server, a launch of one's own, or a base_url.
+
+Four ways, chosen by `EnvTarget`:
+
+- `base_url`: connect to a running server; nothing is launched.
+- `pool_url`: lease a server from a `ServerPool` (shared UV-launched servers) and open
+  a session of one's own on it.
+- `env`: launch a server for this episode alone with OpenEnv's UV provider (extended
+  by `SupervisedUVProvider`), or its Docker provider with `use_docker`.
 
 Everything opened is registered on the caller's `AsyncExitStack`, so closing the stack
-closes the WebSocket session and stops what was launched, on success, error or
-cancellation alike.
+closes the WebSocket session and stops (or hands back) the server, on success, error
+or cancellation alike.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
+import logging
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from openenv_v1.core.errors import EnvFailure, describe
+import anyio
+import httpx
+
+from openenv_v1.core.errors import EnvFailure, describe, server_error_code
+from openenv_v1.core.light_import import generic_client_class, without_gradio
+
+logger = logging.getLogger(__name__)
 
 # Keys of `provider_kwargs` that OpenEnv hands to `provider.start()` rather than to the
 # provider's constructor.
 _START_KEYS = ("port", "env_vars", "workers")
+# Refused sessions a rollout retries on other shared servers before giving up.
+_MAX_REFUSALS = 50
 
 
 @dataclass(frozen=True)
 class EnvTarget:
     """Where an episode's environment comes from.
 
-    `base_url` connects to a running server and ignores everything else. Otherwise `env`
-    (an OpenEnv / Hugging Face Space id) is launched with OpenEnv's UV provider, or its
-    Docker provider when `use_docker`. `provider_kwargs` go to
-    `GenericEnvClient.from_env` (`app`, `project_path`, `env_vars`, `port`, ...).
+    `base_url` connects to a running server and ignores everything else; `pool_url`
+    leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
+    Hugging Face Space id) is launched for this episode with OpenEnv's UV provider, or
+    its Docker provider when `use_docker`. `provider_kwargs` are OpenEnv's launch
+    options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
+    added to the launched server's environment and never shown.
     """
 
     env: str | None = None
     base_url: str | None = None
     use_docker: bool = False
-    provider_kwargs: dict[str, Any] = field(default_factory=dict)
+    provider_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    pool_url: str | None = field(default=None, repr=False)
     launch_timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
+    message_timeout_s: float = 60.0
+    """OpenEnv client's own per-message limit; keep it above the episode's reset and
+    step timeouts so those fire first, with their clearer messages."""
+    web_ui: bool = False
+    """Let a UV-launched server import gradio (OpenEnv's web UI); hidden otherwise."""
 
     @property
     def label(self) -> str:
@@ -49,51 +78,32 @@ def http_base(url: str) -> str:
     return url.rstrip("/")
 
 
-async def open_env(target: EnvTarget, stack: contextlib.AsyncExitStack):
-    """A connected `GenericEnvClient` for `target`, closed (and its server stopped) by
-    `stack`. Raises `EnvFailure` naming the cause when it cannot be had."""
-    from openenv import GenericEnvClient
-
+async def open_env(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+    """A connected `GenericEnvClient` for `target`, closed (and its server stopped or
+    handed back) by `stack`. Raises `EnvFailure` naming the cause when it cannot be
+    had."""
     if target.base_url:
-        client = GenericEnvClient(
-            base_url=target.base_url, connect_timeout_s=target.connect_timeout_s
-        )
-        try:
-            return await stack.enter_async_context(client)
-        except Exception as e:
-            raise EnvFailure(
-                f"cannot connect to the OpenEnv server at {target.base_url}: {describe(e)}"
-            ) from e
+        return await _connect(target, target.base_url, stack, what="the OpenEnv server")
+    if target.pool_url:
+        return await _open_leased(target, stack)
     if not target.env:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
-    kwargs = dict(target.provider_kwargs)
-    try:
-        if target.use_docker:
-            handle = GenericEnvClient.from_env(target.env, use_docker=True, **kwargs)
-        else:
-            handle = GenericEnvClient.from_env(
-                target.env,
-                use_docker=False,
-                provider=_uv_provider(target, kwargs),
-                **{k: kwargs[k] for k in _START_KEYS if k in kwargs},
-            )
-        client = await handle
-    except EnvFailure:
-        raise
-    except Exception as e:
-        how = "Docker" if target.use_docker else "UV"
-        raise EnvFailure(
-            f"cannot launch {target.env} with the {how} provider: {describe(e)}"
-        ) from e
-    return await stack.enter_async_context(client)
+    if target.use_docker:
+        return await _open_docker(target, stack)
+    return await _open_uv(target, stack)
 
 
-def _uv_provider(target: EnvTarget, kwargs: dict[str, Any]):
+def uv_launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
+    """The `SupervisedUVProvider` for `target` and the keyword arguments of its
+    `start()`. Raises `EnvFailure` for a bad `project_path` or provider option."""
     from openenv_v1.core.uv_launch import SupervisedUVProvider
 
     assert target.env is not None
-    options = {k: v for k, v in kwargs.items() if k not in _START_KEYS}
-    project_path = options.pop("project_path", None) or (
+    kwargs = dict(target.provider_kwargs)
+    start_args = {k: kwargs.pop(k) for k in _START_KEYS if k in kwargs}
+    if target.secret_env:
+        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
+    project_path = kwargs.pop("project_path", None) or (
         f"git+https://huggingface.co/spaces/{target.env}"
     )
     if not project_path.startswith("git+") and not os.path.isdir(project_path):
@@ -101,11 +111,153 @@ def _uv_provider(target: EnvTarget, kwargs: dict[str, Any]):
             f"project_path {project_path!r} is not a directory; set "
             "task.user.provider_kwargs.project_path to the env's source checkout"
         )
-    options.setdefault("host", "127.0.0.1")
-    options.setdefault("context_timeout_s", target.launch_timeout_s)
+    kwargs.setdefault("host", "127.0.0.1")
+    kwargs.setdefault("context_timeout_s", target.launch_timeout_s)
+    kwargs.setdefault("web_ui", target.web_ui)
     try:
-        return SupervisedUVProvider(project_path=project_path, **options)
+        provider = SupervisedUVProvider(project_path=project_path, **kwargs)
     except TypeError as e:
         raise EnvFailure(
             f"unsupported UV provider option in task.user.provider_kwargs: {e}"
         ) from e
+    return provider, start_args
+
+
+async def _connect(
+    target: EnvTarget, url: str, stack: contextlib.AsyncExitStack, *, what: str
+) -> Any:
+    client = generic_client_class()(
+        base_url=url,
+        connect_timeout_s=target.connect_timeout_s,
+        message_timeout_s=target.message_timeout_s,
+    )
+    try:
+        return await stack.enter_async_context(client)
+    except Exception as e:
+        raise EnvFailure(f"cannot connect to {what} at {url}: {describe(e)}") from e
+
+
+async def _open_uv(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+    """Launch a server for this episode alone. `start()` runs on the calling thread,
+    which the server's parent-death signal is tied to; readiness is awaited off the
+    event loop."""
+    provider, start_args = uv_launch_plan(target)
+    stack.callback(provider.stop)
+    try:
+        url = provider.start(**start_args)
+        # Abandoned on cancellation: the stack's `stop` then ends the server, and
+        # with it the wait.
+        await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
+    except EnvFailure as e:
+        raise EnvFailure(f"cannot launch {target.env} with the UV provider: {e}") from e
+    except Exception as e:
+        raise EnvFailure(
+            f"cannot launch {target.env} with the UV provider: {describe(e)}"
+        ) from e
+    return await _connect(target, url, stack, what=f"the launched {target.env} server")
+
+
+async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+    """Run the Space's image with OpenEnv's Docker provider. Its calls block (the
+    pull, the readiness wait), so they run off the event loop; the image runs its own
+    command, so only `tag`, `port` and `env_vars` of `provider_kwargs` apply."""
+    with without_gradio():
+        from openenv.core.containers.runtime.providers import LocalDockerProvider
+        from openenv.core.utils import hf_space_subdomain
+
+    assert target.env is not None
+    kwargs = dict(target.provider_kwargs)
+    tag = kwargs.pop("tag", "latest")
+    start_args = {k: kwargs.pop(k) for k in ("port", "env_vars") if k in kwargs}
+    if target.secret_env:
+        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
+    if kwargs:
+        logger.warning(
+            "Docker mode ignores provider_kwargs %s (the image runs its own command)",
+            ", ".join(sorted(kwargs)),
+        )
+    image = f"registry.hf.space/{hf_space_subdomain(target.env)}:{tag}"
+    try:
+        provider = await anyio.to_thread.run_sync(LocalDockerProvider)
+        stack.push_async_callback(anyio.to_thread.run_sync, provider.stop_container)
+        url = await anyio.to_thread.run_sync(
+            functools.partial(provider.start_container, image, **start_args)
+        )
+        await anyio.to_thread.run_sync(
+            functools.partial(
+                provider.wait_for_ready, url, timeout_s=target.launch_timeout_s
+            )
+        )
+    except Exception as e:
+        # A failed `docker run` quotes its command line, `-e NAME=value` included.
+        message = _redact(describe(e), target.secret_env.values())
+        raise EnvFailure(
+            f"cannot launch {target.env} with the Docker provider: {message}"
+        ) from None
+    return await _connect(target, url, stack, what=f"the {target.env} container")
+
+
+def _redact(text: str, secrets: Iterable[str]) -> str:
+    for value in secrets:
+        if value:
+            text = text.replace(value, "<redacted>")
+    return text
+
+
+async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+    """A session on one of the pool's shared servers. The server creates the session
+    as the socket opens, so a full one is found out by a first cheap message (`state`);
+    that lease goes back as `rejected` and the pool finds (or launches) another."""
+    assert target.pool_url is not None
+    pool = _PoolClient(target.pool_url)
+    rejected: str | None = None
+    for attempt in range(_MAX_REFUSALS):
+        lease, url = await pool.lease(rejected)
+        async with contextlib.AsyncExitStack() as session:
+            session.push_async_callback(pool.release, lease)
+            client = await _connect(
+                target, url, session, what=f"the shared {target.env} server"
+            )
+            try:
+                await asyncio.wait_for(client.state(), target.connect_timeout_s)
+            except Exception as e:
+                if server_error_code(e) != "CAPACITY_REACHED":
+                    raise EnvFailure(
+                        f"the shared {target.env} server at {url} failed a first "
+                        f"request: {describe(e)}"
+                    ) from e
+                session.pop_all()  # the lease goes back as `rejected` instead
+                await client.close()
+                rejected = lease
+                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+                continue
+            stack.push_async_exit(session.pop_all())
+            return client
+    raise EnvFailure(f"the shared {target.env} servers kept refusing sessions")
+
+
+class _PoolClient:
+    """The rollout side of a `ServerPool`'s lease endpoint."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def lease(self, rejected: str | None) -> tuple[str, str]:
+        body = {"pid": os.getpid(), "rejected": rejected}
+        try:
+            # The pool answers once a server is up or the wait is over: no timeout.
+            async with httpx.AsyncClient(timeout=None, trust_env=False) as http:
+                response = await http.post(f"{self.url}/lease", json=body)
+            reply = response.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise EnvFailure(
+                f"the shared env server pool is unreachable: {describe(e)}"
+            ) from e
+        if response.status_code != 200:
+            raise EnvFailure(reply.get("error") or f"HTTP {response.status_code}")
+        return reply["lease"], reply["url"]
+
+    async def release(self, lease: str) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            async with httpx.AsyncClient(timeout=5.0, trust_env=False) as http:
+                await http.post(f"{self.url}/release", json={"lease": lease})

@@ -12,6 +12,9 @@ server is launched:
 - Diagnosis. A server that crashes on start (a wrong `app`, a missing dependency) only
   showed up as a readiness timeout. Here its output goes to a log file, readiness
   notices the exit at once, and the error carries the tail of that log.
+
+It also keeps gradio out of the server unless asked (`web_ui`): OpenEnv imports it only
+for its optional web interface, and that import is about half of a server's start.
 """
 
 from __future__ import annotations
@@ -27,18 +30,23 @@ import time
 from pathlib import Path
 
 import httpx
-from openenv.core.containers.runtime.uv_provider import (
-    GIT_URL_PREFIX,
-    UVProvider,
-    _clone_git_project,
-    _create_uv_command,
-    _find_free_port,
-)
 
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.light_import import without_gradio
+
+with without_gradio():
+    from openenv.core.containers.runtime.uv_provider import (
+        GIT_URL_PREFIX,
+        UVProvider,
+        _clone_git_project,
+        _create_uv_command,
+        _find_free_port,
+    )
 
 LOG_TAIL_CHARS = 2000
 _PR_SET_PDEATHSIG = 1
+# Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
+_NO_GRADIO_DIR = str(Path(__file__).parent / "no_gradio")
 
 
 def uv_bin_dir() -> str | None:
@@ -74,8 +82,9 @@ class SupervisedUVProvider(UVProvider):
     signal is tied to the starting thread). `stop()` ends the whole process group.
     """
 
-    def __init__(self, *, project_path: str, **kwargs) -> None:
+    def __init__(self, *, project_path: str, web_ui: bool = False, **kwargs) -> None:
         ensure_uv_on_path()
+        self.web_ui = web_ui
         try:
             super().__init__(project_path=project_path, **kwargs)
         except RuntimeError as e:
@@ -88,6 +97,10 @@ class SupervisedUVProvider(UVProvider):
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
+
+    def running(self) -> bool:
+        """Whether the started server process is still alive."""
+        return self._process is not None and self._process.poll() is None
 
     def start(
         self,
@@ -122,6 +135,10 @@ class SupervisedUVProvider(UVProvider):
             project_path=project_path,
         )
         env = {**os.environ, **(self.env_vars or {}), **(env_vars or {})}
+        if not (self.web_ui or _truthy(env.get("ENABLE_WEB_INTERFACE"))):
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (_NO_GRADIO_DIR, env.get("PYTHONPATH")) if p
+            )
         fd, log_path = tempfile.mkstemp(prefix="openenv-uv-", suffix=".log")
         self._log_path = Path(log_path)
         try:
@@ -205,6 +222,8 @@ _UVICORN_IMPORT = re.compile(r'Could not import module "(?P<module>[^"]+)"')
 
 def _diagnose(tail: str) -> str:
     """Name the usual cause of a crashed start in words the user can act on."""
+    if "gradio is hidden from this env server" in tail:
+        return " (the env imports gradio: set task.user.server_web_ui = true)"
     if match := _UVICORN_IMPORT.search(tail):
         module = match["module"]
         return (
@@ -212,6 +231,10 @@ def _diagnose(tail: str) -> str:
             "not in the env project; check task.user.provider_kwargs.app)"
         )
     return ""
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -1,0 +1,41 @@
+"""Import OpenEnv's client side without gradio.
+
+`import openenv` loads `openenv.core.env_server`, which imports gradio for its web UI:
+several seconds and ~100 MB that a client or a launcher never uses, paid by every
+per-rollout user process. OpenEnv treats gradio as optional (its `env_server` catches
+the `ModuleNotFoundError`), so hiding gradio while OpenEnv is first imported gives the
+same client, minus the UI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+_HIDDEN = ("gradio",)
+
+
+@contextlib.contextmanager
+def without_gradio() -> Iterator[None]:
+    """Make `import gradio` fail inside the block, unless gradio is already loaded.
+
+    Only the first import of OpenEnv is affected; the block is undone on exit, so later
+    code that really wants gradio can still import it.
+    """
+    hidden = [name for name in _HIDDEN if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # import -> ModuleNotFoundError
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+
+
+def generic_client_class() -> type:
+    """OpenEnv's `GenericEnvClient`, imported without gradio."""
+    with without_gradio():
+        from openenv import GenericEnvClient
+    return GenericEnvClient
