@@ -1,0 +1,319 @@
+"""The Docker path at its edges, with no Docker engine: a fake `docker` CLI.
+
+`tests/fake_docker/docker` answers the calls OpenEnv's `LocalDockerProvider` makes
+(`version`, `run`, `stop`, `rm`) and serves the local Wordle env as the "container" on
+the published host port, so a launch through `open_env(use_docker=True)` is real from
+the `docker run` argv down to the WebSocket. The `eval` run at the end stops at
+`--dry-run`: a real `--taskset.use-docker` run needs a Prime VM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from openenv import GenericEnvClient
+
+from openenv_v1.core import (
+    EnvFailure,
+    EnvTarget,
+    EpisodeLimits,
+    open_env,
+    open_episode,
+)
+from openenv_wordle_v1 import WORDLE_APP as SPACE_APP
+from tests.servers import BIN, WORDLE_APP, free_port, processes_matching
+
+FAKE_DOCKER = Path(__file__).resolve().parent / "fake_docker"
+SPACE = "openenv/wordle"
+TAG = "sha-0123abc"
+IMAGE = f"registry.hf.space/openenv-wordle:{TAG}"
+# A Space id with capitals and `_` on the default tag: the registry name is its
+# lowercased `owner-name` form.
+ODD_SPACE = "OpenEnv/Wordle_Env"
+ODD_IMAGE = "registry.hf.space/openenv-wordle-env:latest"
+
+
+def alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if item)
+
+
+@dataclass
+class FakeDocker:
+    log: Path
+    state: Path
+
+    def calls(self) -> list[list[str]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def containers(self) -> list[dict]:
+        if not self.state.exists():
+            return []
+        return [json.loads(p.read_text()) for p in sorted(self.state.glob("*.json"))]
+
+    def server_log(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.state.glob("*.log")))
+
+    def kill_leftovers(self) -> None:
+        """Stop servers the fake started and nothing removed (a failed test)."""
+        for c in self.containers():
+            pid = c["pid"]
+            if pid and alive(pid) and f"--port {c['port']}" in cmdline_of(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+
+
+def cmdline_of(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+@pytest.fixture
+def fake_docker(tmp_path, monkeypatch) -> Iterator[FakeDocker]:
+    fake = FakeDocker(log=tmp_path / "docker-calls.jsonl", state=tmp_path / "docker")
+    monkeypatch.setenv("PATH", f"{FAKE_DOCKER}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(fake.log))
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(fake.state))
+    monkeypatch.setenv("FAKE_DOCKER_PYTHON", sys.executable)
+    monkeypatch.setenv(
+        "FAKE_DOCKER_IMAGES", json.dumps({IMAGE: WORDLE_APP, ODD_IMAGE: WORDLE_APP})
+    )
+    monkeypatch.delenv("FAKE_DOCKER_DAEMON", raising=False)
+    monkeypatch.delenv("FAKE_DOCKER_PULL_S", raising=False)
+    assert shutil.which("docker") == str(FAKE_DOCKER / "docker"), "not executable?"
+    try:
+        yield fake
+    finally:
+        fake.kill_leftovers()
+
+
+def docker_target(env: str = SPACE, **provider_kwargs) -> EnvTarget:
+    return EnvTarget(env=env, use_docker=True, provider_kwargs=provider_kwargs)
+
+
+def run_argv(name: str, port: int, env_vars: dict[str, str], image: str) -> list[str]:
+    argv = ["run", "-d", "--name", name, "-p", f"{port}:8000"]
+    for key, value in env_vars.items():
+        argv += ["-e", f"{key}={value}"]
+    return [*argv, image]
+
+
+async def test_docker_launch_serves_wordle_and_stops_and_removes_the_container(
+    fake_docker,
+):
+    env_vars = {"WORDLE_MAX_SESSIONS": "1", "OPENENV_V1_MARK": "a b=c"}
+    # `app` is what openenv-wordle-v1 always sets; the Docker provider has no use for
+    # it (the image's own command runs), so it must not reach `docker run`.
+    target = docker_target(tag=TAG, env_vars=env_vars, app=SPACE_APP)
+    async with contextlib.AsyncExitStack() as stack:
+        client = await open_env(target, stack)
+        (container,) = fake_docker.containers()
+        port, pid = container["port"], container["pid"]
+        assert client.base_url == f"http://localhost:{port}"
+        # The env vars are the server's environment (a container inherits nothing).
+        server_env = environ_of(pid)
+        assert {k: server_env.get(k) for k in env_vars} == env_vars
+        assert "FAKE_DOCKER_LOG" not in server_env
+
+        result = await client.reset(word="crane")
+        assert result.done is False
+        assert "Enter your first guess" in result.observation["prompt"]
+        result = await client.step({"message": "[crane]"})
+        assert result.done is True and result.reward == 1.0
+        assert "Congratulations" in result.observation["prompt"]
+        assert result.observation["info"]["correct"] == 1.0
+
+        # The env honours the env var: one session, and ours holds it.
+        async with GenericEnvClient(base_url=client.base_url) as second:
+            with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+                await second.reset()
+
+    calls = fake_docker.calls()
+    name = calls[1][3]
+    assert re.fullmatch(r"openenv-wordle-\d+", name)
+    assert calls == [
+        ["version"],
+        run_argv(name, port, env_vars, IMAGE),
+        ["stop", container["id"]],
+        ["rm", container["id"]],
+    ]
+    assert fake_docker.containers() == []
+    assert not alive(pid), cmdline_of(pid)
+    assert processes_matching(WORDLE_APP, f"--port {port}") == []
+
+
+async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
+    fake_docker,
+):
+    port = free_port()
+    secret = {"OPENENV_V1_TEST_TOKEN": "hf_not_really_secret"}
+    target = EnvTarget(
+        env=ODD_SPACE,
+        use_docker=True,
+        provider_kwargs={"port": port},
+        secret_env=secret,
+    )
+    with pytest.raises(RuntimeError, match="the rollout failed"):
+        async with contextlib.AsyncExitStack() as stack:
+            # The whole episode opening, as the user simulator does it: the action
+            # schema comes from the container's published port.
+            episode = await open_episode(target, EpisodeLimits(), stack)
+            assert episode.client.base_url == f"http://localhost:{port}"
+            (container,) = fake_docker.containers()
+            # Forwarded variables (`task.user.forward_env`) reach the container.
+            server_env = environ_of(container["pid"])
+            assert {k: server_env.get(k) for k in secret} == secret
+            assert "Enter your first guess" in await episode.reset({})
+            raise RuntimeError("the rollout failed")
+
+    calls = fake_docker.calls()
+    assert calls[1][:6] == ["run", "-d", "--name", calls[1][3], "-p", f"{port}:8000"]
+    assert calls[1][-1] == ODD_IMAGE
+    assert calls[2:] == [["stop", container["id"]], ["rm", container["id"]]]
+    assert fake_docker.containers() == []
+    assert not alive(container["pid"])
+
+
+async def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(fake_docker):
+    started = time.monotonic()
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure) as info:
+            await open_env(docker_target(tag="no-such-tag"), stack)
+    message = str(info.value)
+    assert f"cannot launch {SPACE} with the Docker provider" in message
+    assert "registry.hf.space/openenv-wordle:no-such-tag" in message
+    assert "manifest unknown" in message
+    assert time.monotonic() - started < 10
+    # Nothing was created, so there is nothing to stop.
+    assert [call[0] for call in fake_docker.calls()] == ["version", "run"]
+    assert fake_docker.containers() == []
+
+
+async def test_no_docker_daemon_fails_naming_docker(fake_docker, monkeypatch):
+    monkeypatch.setenv("FAKE_DOCKER_DAEMON", "down")
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure, match="Docker is not available"):
+            await open_env(docker_target(tag=TAG), stack)
+    assert fake_docker.calls() == [["version"]]
+
+
+async def test_a_busy_host_port_fails_naming_the_port(fake_docker):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        async with contextlib.AsyncExitStack() as stack:
+            with pytest.raises(EnvFailure) as info:
+                await open_env(docker_target(tag=TAG, port=port), stack)
+    assert f"0.0.0.0:{port} failed: port is already allocated" in str(info.value)
+    # Docker keeps the container it created but could not start; OpenEnv never
+    # removes it (it had no id yet). No server runs for it, though.
+    (container,) = fake_docker.containers()
+    assert container["pid"] is None
+
+
+async def test_a_failed_docker_run_keeps_forwarded_secrets_off_the_error(fake_docker):
+    value = "hf_this_must_not_reach_the_trace"
+    target = EnvTarget(
+        env=SPACE,
+        use_docker=True,
+        provider_kwargs={"tag": "no-such-tag"},
+        secret_env={"HF_TOKEN": value},
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure) as info:
+            await open_env(target, stack)
+    assert "no-such-tag" in str(info.value)
+    assert value not in "".join(traceback.format_exception(info.value))
+
+
+async def test_a_docker_launch_leaves_the_event_loop_running(fake_docker, monkeypatch):
+    monkeypatch.setenv("FAKE_DOCKER_PULL_S", "1.5")
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.05)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.2)  # the ticker is running
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            with pytest.raises(EnvFailure, match="manifest unknown"):
+                await open_env(docker_target(tag="no-such-tag"), stack)
+        await asyncio.sleep(0.2)  # let the ticker see the gap, if there was one
+    finally:
+        ticker.cancel()
+    assert max(gaps) < 1.0
+
+
+def test_use_docker_flags_resolve_to_a_prime_vm_user_with_the_docker_settings(
+    tmp_path,
+):
+    """`eval --dry-run` resolves and validates the config as typed, writes it, and
+    runs nothing (the model-level rules are in test_config.py)."""
+    provider_kwargs = {"tag": TAG, "env_vars": {"WORDLE_MAX_SESSIONS": "4"}}
+    args = [
+        "openenv-wordle-v1",
+        "--taskset.use-docker",
+        "true",
+        "--taskset.task.user.colocated",
+        "true",
+        "--taskset.task.user.runtime.type",
+        "prime",
+        "--taskset.task.user.runtime.image",
+        "my/docker-vm:1",
+        "--taskset.task.user.runtime.region",
+        "us",
+        "--taskset.task.user.provider-kwargs",
+        json.dumps(provider_kwargs),
+    ]
+    proc = subprocess.run(
+        [str(BIN / "eval"), *args, "-m", "local-policy", "--dry-run", "--no-push"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (written,) = tmp_path.glob("outputs/*/*/config.toml")
+    taskset = tomllib.loads(written.read_text())["taskset"]
+    assert (taskset["env"], taskset["use_docker"]) == (SPACE, True)
+    user = taskset["task"]["user"]
+    assert user["colocated"] is False
+    runtime = user["runtime"]
+    assert (runtime["type"], runtime["vm"]) == ("prime", True)
+    assert (runtime["image"], runtime["region"]) == ("my/docker-vm:1", "us")
+    # What the user on the VM passes to `from_env`: ours, plus the Space's app (which
+    # the Docker provider ignores, as the first test shows).
+    assert user["provider_kwargs"] == {**provider_kwargs, "app": SPACE_APP}
