@@ -8,13 +8,18 @@
 - the step reward is added to `report.reward` as it arrives, so what was earned stays
   known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
-  call ends the episode rather than letting the client reconnect to a fresh session.
+  call, or a session the server closed between calls, ends the episode rather than
+  letting the client reconnect to a fresh session;
+- a reset kwarg the env's `reset` does not take (OpenEnv drops it silently) is logged
+  once per key, when the env's source is at hand to tell (`read_reset_params`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,8 +38,20 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.render import render_invalid, render_observation, render_opening
-from openenv_v1.core.schema import ActionSpec, fetch_action_spec
+from openenv_v1.core.render import (
+    ObservationFormat,
+    ObservationRenderer,
+    render_invalid,
+    render_opening,
+)
+from openenv_v1.core.schema import (
+    ActionSpec,
+    ResetParams,
+    fetch_action_spec,
+    read_reset_params,
+)
+
+logger = logging.getLogger(__name__)
 
 StopReason = Literal["done", "invalid_actions", "error"]
 
@@ -71,19 +88,33 @@ def _at_capacity(exc: BaseException) -> bool:
     return server_error_code(exc) == "CAPACITY_REACHED"
 
 
+# Reset keys already warned about in this process.
+_warned_reset_keys: set[str] = set()
+
+
 class EnvEpisode:
     def __init__(
-        self, client: Any, spec: ActionSpec, limits: EpisodeLimits, label: str
+        self,
+        client: Any,
+        spec: ActionSpec,
+        limits: EpisodeLimits,
+        label: str,
+        reset_params: ResetParams | None = None,
+        observation_format: ObservationFormat = "text",
     ) -> None:
         self.client = client
         self.spec = spec
         self.limits = limits
         self.label = label
+        self.reset_params = reset_params
+        """The env's reset signature when its source was read; None when unknown."""
         self.report = EpisodeReport()
+        self.render = ObservationRenderer(observation_format)
 
     async def reset(self, kwargs: dict[str, Any]) -> str:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
         server at capacity retried for up to `capacity_wait_s` first."""
+        self._warn_unknown_reset_keys(kwargs)
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_at_capacity),
@@ -116,7 +147,20 @@ class EnvEpisode:
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return render_opening(result.observation, self.spec)
+        return render_opening(result.observation, self.spec, self.render)
+
+    def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
+        params = self.reset_params
+        for key in params.unknown(kwargs) if params else ():
+            if key not in _warned_reset_keys:
+                _warned_reset_keys.add(key)
+                logger.warning(
+                    "%s: reset kwarg %r is not a parameter of the env's reset (%s); "
+                    "OpenEnv drops it without telling the env",
+                    self.label,
+                    key,
+                    params.where,
+                )
 
     async def act(self, reply: str) -> str:
         """Apply one model reply and return the next user turn."""
@@ -126,10 +170,15 @@ class EnvEpisode:
             action = parse_action(reply, self.spec)
         except InvalidAction as e:
             return self._invalid(str(e))
-        try:
-            result = await asyncio.wait_for(
-                self.client.step(action), self.limits.step_timeout_s
+        if _session_closed(self.client):
+            return self._failed(
+                "the env server closed the session (it stopped, restarted or dropped "
+                "the connection); not reconnecting to a fresh env mid-episode"
             )
+        try:
+            # A timeout scope, not `wait_for`: no extra task per step.
+            async with asyncio.timeout(self.limits.step_timeout_s):
+                result = await self.client.step(action)
         except TimeoutError:
             return self._failed(
                 f"step did not answer within {self.limits.step_timeout_s:.0f}s"
@@ -150,7 +199,7 @@ class EnvEpisode:
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return render_observation(result.observation)
+        return self.render(result.observation)
 
     def _absorb(self, result: Any) -> None:
         self.report.reward += float(result.reward or 0.0)
@@ -193,15 +242,44 @@ def _signals(metadata: Any) -> dict[str, float]:
     return {}
 
 
+def _session_closed(client: Any) -> bool:
+    """Whether the server closed the client's WebSocket since the last call. OpenEnv's
+    client would reconnect on the next call, to a new session with a fresh env. (Reads
+    the client's socket attribute; a client without one is assumed connected.)"""
+    if not hasattr(client, "_ws"):
+        return False
+    ws = client._ws
+    state = getattr(getattr(ws, "state", None), "name", "")
+    return ws is None or state in ("CLOSING", "CLOSED")
+
+
 def _kwargs_text(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
 async def open_episode(
-    target: EnvTarget, limits: EpisodeLimits, stack: contextlib.AsyncExitStack
+    target: EnvTarget,
+    limits: EpisodeLimits,
+    stack: contextlib.AsyncExitStack,
+    *,
+    observation_format: ObservationFormat = "text",
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
     is ready for `reset`."""
     client = await open_env(target, stack)
     spec = await fetch_action_spec(client, http_base(client.base_url or target.label))
-    return EnvEpisode(client, spec, limits, target.label)
+    source = env_source_dir(target)
+    params = await asyncio.to_thread(read_reset_params, source) if source else None
+    return EnvEpisode(client, spec, limits, target.label, params, observation_format)
+
+
+def env_source_dir(target: EnvTarget) -> str | None:
+    """The local source of the env's server, when this episode launches it from a local
+    `project_path` (a Space cloned at launch, a Docker image or a `base_url` server
+    has none here)."""
+    if target.base_url or target.use_docker:
+        return None
+    path = target.provider_kwargs.get("project_path")
+    if isinstance(path, str) and not path.startswith("git+") and os.path.isdir(path):
+        return path
+    return None

@@ -5,11 +5,20 @@
 `call_tool`) is driven through `call_tool` actions instead, so its tools are discovered:
 first with a `list_tools` step, and when that fails (servers whose action class
 subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`.
+
+The reset contract is not on the wire: OpenEnv's server filters reset kwargs by the
+env's `reset` signature and drops the rest silently, but no endpoint (`/schema`,
+`/metadata`, `/openapi.json`) publishes that signature and nothing echoes the kwargs.
+`read_reset_params` therefore reads it from the env's source when that is local.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -58,16 +67,16 @@ class ActionSpec:
     def is_mcp(self) -> bool:
         return self.tools is not None
 
-    @property
+    @functools.cached_property
     def fields(self) -> dict[str, Any]:
         props = self.schema.get("properties") or {}
         return {k: v for k, v in props.items() if k not in _HIDDEN_FIELDS}
 
-    @property
+    @functools.cached_property
     def required(self) -> list[str]:
         return [f for f in self.schema.get("required") or [] if f not in _HIDDEN_FIELDS]
 
-    @property
+    @functools.cached_property
     def raw_field(self) -> str | None:
         """The field a bare (non-JSON) reply fills: the only required one, when there is
         exactly one and it takes a string."""
@@ -181,3 +190,92 @@ async def _list_tools(
             f"MCP env at {base_url}: tools could not be listed with a list_tools step "
             f"nor with JSON-RPC tools/list on /mcp: {describe(e)}"
         ) from e
+
+
+# OpenEnv's env base classes: the server inspects `reset` (or `reset_async`, when
+# overridden) of the env class built on them (`HTTPEnvServer._get_valid_kwargs`).
+_ENV_BASES = frozenset({"Environment", "MCPEnvironment"})
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
+_MAX_SOURCE_FILES = 500
+
+
+@dataclass(frozen=True)
+class ResetParams:
+    """The keyword arguments an env's `reset` takes, as read from its source."""
+
+    names: frozenset[str]
+    any_keyword: bool
+    """`reset` takes `**kwargs`: every key reaches the env."""
+    where: str
+    """The method(s) read, for messages: `WordleEnvironment.reset in server/env.py`."""
+
+    def unknown(self, kwargs: dict[str, Any]) -> list[str]:
+        """Keys of `kwargs` the server drops before calling `reset`."""
+        return [] if self.any_keyword else [k for k in kwargs if k not in self.names]
+
+
+def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
+    """The reset parameters of the env classes under `source_dir`: subclasses of
+    OpenEnv's `Environment` / `MCPEnvironment`, directly or through the project's own
+    classes. Several env classes are merged (a key any of them takes is known). None
+    when no env class with a `reset` is found."""
+    root = Path(source_dir)
+    # class name -> (base names, its reset / reset_async arguments, file)
+    classes: dict[str, tuple[list[str], list[tuple[str, ast.arguments]], str]] = {}
+    for path in _python_files(root):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                methods = [
+                    (item.name, item.args)
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and item.name in ("reset", "reset_async")
+                ]
+                bases = [_base_name(b) for b in node.bases]
+                rel = str(path.relative_to(root))
+                classes.setdefault(node.name, (bases, methods, rel))
+
+    def is_env(name: str, seen: frozenset[str]) -> bool:
+        return any(
+            base in _ENV_BASES or (base not in seen and is_env(base, seen | {base}))
+            for base in (classes[name][0] if name in classes else ())
+        )
+
+    names: set[str] = set()
+    any_keyword, where = False, []
+    for cls, (_, methods, rel) in classes.items():
+        if not methods or not is_env(cls, frozenset({cls})):
+            continue
+        for method, args in methods:
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs][1:]  # no self
+            names.update(p.arg for p in params)
+            any_keyword = any_keyword or args.kwarg is not None
+            where.append(f"{cls}.{method} in {rel}")
+    if not where:
+        return None
+    return ResetParams(frozenset(names), any_keyword, ", ".join(sorted(where)))
+
+
+def _python_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")
+        )
+        found += [Path(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
+        if len(found) >= _MAX_SOURCE_FILES:
+            break
+    return found[:_MAX_SOURCE_FILES]
+
+
+def _base_name(node: ast.expr) -> str:
+    """`Environment` for `Environment`, `interfaces.Environment`, `Environment[A, O]`."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
