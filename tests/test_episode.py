@@ -95,6 +95,12 @@ async def test_rejected_reset_kwargs_name_the_env_error(wordle_url):
             await episode.reset({"word": "zzzzq"})
 
 
+def result_of(turn: str) -> dict:
+    """The `result` field of an MCP observation as the text format shows it."""
+    (line,) = [t for t in turn.splitlines() if t.startswith("result: ")]
+    return json.loads(line.removeprefix("result: "))
+
+
 async def test_mcp_tools_are_discovered_and_called(counter_url):
     async with episode_at(counter_url) as episode:
         assert [t.name for t in episode.spec.tools] == ["add", "peek", "submit"]
@@ -107,7 +113,7 @@ async def test_mcp_tools_are_discovered_and_called(counter_url):
             '{"tool_name": "submit", "arguments": {"answer": 7}}',
         ]
         texts = [await episode.act(r) for r in replies]
-        assert json.loads(texts[1])["result"]["data"] == 3
+        assert result_of(texts[1])["data"] == 3
         report = episode.report
         assert report.reward == 0.25 + 0.0 + 0.25 + 1.0
         assert (report.steps, report.done, report.stop_reason) == (4, True, "done")
@@ -136,4 +142,4 @@ async def test_sessions_on_one_server_are_isolated(counter_url):
         await b.reset({"start": 0})
         await a.act('{"tool_name": "add", "arguments": {"n": 1}}')
         peek = await b.act('{"tool_name": "peek"}')
-        assert json.loads(peek)["result"]["data"] == 0
+        assert result_of(peek)["data"] == 0

@@ -78,8 +78,21 @@ def _as_tool_call(candidate: dict[str, Any], spec: ActionSpec) -> dict[str, Any]
     return call
 
 
+# Validators by schema object: building one costs more than a local step.
+_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    cached = _validators.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = _validators[id(schema)] = (schema, Draft202012Validator(schema))
+    return cached[1]
+
+
 def _check(instance: Any, schema: dict[str, Any], what: str) -> None:
-    validator = Draft202012Validator(schema)
+    validator = _validator(schema)
+    if validator.is_valid(instance):
+        return
     problems = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
     if problems:
         raise InvalidAction(

@@ -3,29 +3,89 @@
 The opening turn carries the reset observation plus the action format (schema or tool
 list) once; later turns carry only the new observation. After an invalid action the
 feedback names the problem and repeats the format, so the model can recover.
+
+Observations are shown in one of two formats (`ObservationFormat`):
+
+- `json`: the observation as compact JSON;
+- `text` (the default): one line per field, `name: value`, with the observation's one
+  text field (e.g. a `prompt`) shown as plain text. A list of records (a chat-style
+  history that grows every step) shows only the records the model has not been shown,
+  leaving out those that merely copy the text field.
+
+Both leave out `metadata` (reward signals are for scoring, not for the model) and
+empty fields.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from openenv_v1.core.schema import ActionSpec
+
+ObservationFormat = Literal["text", "json"]
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def render_observation(observation: dict[str, Any]) -> str:
-    """The observation as compact JSON, without empty fields and without `metadata`
-    (reward signals are for scoring, not for the model)."""
-    shown = {
+def _visible(observation: dict[str, Any]) -> dict[str, Any]:
+    return {
         k: v
         for k, v in observation.items()
         if k != "metadata" and v not in (None, "", [], {})
     }
-    return _compact(shown)
+
+
+def _is_prose(text: str) -> bool:
+    return any(c.isspace() for c in text.strip())
+
+
+def render_observation(observation: dict[str, Any]) -> str:
+    """The observation as compact JSON, without empty fields and `metadata`."""
+    return _compact(_visible(observation))
+
+
+class ObservationRenderer:
+    """Renders one episode's observations, remembering what the model has seen."""
+
+    def __init__(self, format: ObservationFormat = "text") -> None:
+        self.format = format
+        self._seen: set[str] = set()
+
+    def __call__(self, observation: dict[str, Any]) -> str:
+        if self.format == "json":
+            return render_observation(observation)
+        fields = _visible(observation)
+        texts = [k for k, v in fields.items() if isinstance(v, str)]
+        # The one text field, if it reads as prose, goes first and unlabelled.
+        main = texts[0] if len(texts) == 1 and _is_prose(fields[texts[0]]) else None
+        shown_now = {v for v in fields.values() if isinstance(v, str)}
+        lines = [fields[main]] if main else []
+        for key, value in fields.items():
+            if key == main:
+                continue
+            if isinstance(value, list):
+                value = [v for v in value if self._is_new(v, shown_now)]
+                if not value:
+                    continue
+            rendered = value if isinstance(value, str) else _compact(value)
+            lines.append(f"{key}: {rendered}")
+        return "\n".join(lines)
+
+    def _is_new(self, item: Any, shown_now: set[str]) -> bool:
+        """Whether a list entry is worth showing. Entries that are records (chat-style
+        history) are shown once per episode and not when they only copy this
+        observation's text; plain values (e.g. legal moves) are always shown."""
+        if not isinstance(item, dict):
+            return True
+        key = _compact(item)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        texts = (v for v in item.values() if isinstance(v, str) and len(v) > 20)
+        return not any(text in shown_now for text in texts)
 
 
 def render_action_format(spec: ActionSpec) -> str:
@@ -60,8 +120,14 @@ def render_action_format(spec: ActionSpec) -> str:
     return "\n".join(lines)
 
 
-def render_opening(observation: dict[str, Any], spec: ActionSpec) -> str:
-    return f"{render_observation(observation)}\n\n{render_action_format(spec)}"
+def render_opening(
+    observation: dict[str, Any],
+    spec: ActionSpec,
+    renderer: ObservationRenderer | None = None,
+) -> str:
+    shown = (renderer or ObservationRenderer())(observation)
+    action_format = render_action_format(spec)
+    return f"{shown}\n\n{action_format}" if shown else action_format
 
 
 def render_invalid(problem: str, spec: ActionSpec, left: int) -> str:
