@@ -1,0 +1,265 @@
+"""The `openenv-v1` command.
+
+    openenv-v1 check ENV_ID --project-path P --app A   launch with UV and check
+    openenv-v1 check --base-url URL                    check a running server
+    openenv-v1 demo                                    offline Wordle eval, end to end
+
+Exit codes: 0 success, 1 the check or the demo failed, 2 bad arguments, 130
+interrupted. Whatever a command started is stopped before it exits, on Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch import EnvTarget
+
+
+def _json_object(flag: str):
+    def parse(text: str) -> dict[str, Any]:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {e}") from e
+        if not isinstance(value, dict):
+            raise argparse.ArgumentTypeError(f"{flag} must be a JSON object")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="openenv-v1", description="Check OpenEnv environments; run the demo."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = commands.add_parser(
+        "check",
+        help="launch or connect to an env as a rollout does, and report what it found",
+        description=(
+            "Launch (UV by default, Docker with --use-docker) or connect to (--base-url) "
+            "an OpenEnv env exactly as a rollout does, then report its health, "
+            "metadata, action schema or MCP tools, the first observation, one optional "
+            "step, a seed check and its session capacity."
+        ),
+    )
+    check.add_argument(
+        "env_id",
+        nargs="?",
+        metavar="ENV_ID",
+        help="OpenEnv / Hugging Face Space id to launch (e.g. openenv/wordle)",
+    )
+    check.add_argument("--base-url", help="a running server: connect only")
+    check.add_argument("--project-path", help="local checkout of the env (no clone)")
+    check.add_argument("--app", help="ASGI app to serve, e.g. pkg.server.app:app")
+    check.add_argument("--use-docker", action="store_true", help="Docker provider")
+    check.add_argument(
+        "--provider-kwargs",
+        type=_json_object("--provider-kwargs"),
+        default={},
+        metavar="JSON",
+        help="more launch options (env_vars, port, workers, tag, ...)",
+    )
+    check.add_argument(
+        "--reset",
+        type=_json_object("--reset"),
+        default={},
+        metavar="JSON",
+        help="reset kwargs (default {}), e.g. '{\"seed\": 1}'",
+    )
+    check.add_argument(
+        "--action",
+        metavar="REPLY",
+        help="one step, written as a model reply: a JSON action (or bare text when "
+        "the action has one required string field)",
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument(
+        "--launch-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds a launched server may take to get ready (default 120)",
+    )
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds per reset, step and HTTP call (default 60)",
+    )
+    check.add_argument(
+        "--probe-sessions",
+        type=int,
+        default=4,
+        metavar="N",
+        help="concurrent sessions to try when probing capacity (default 4; 0 skips)",
+    )
+
+    demo = commands.add_parser(
+        "demo",
+        help="offline, keyless: eval the local Wordle env with the scripted policy",
+        description=(
+            "Start the local Wordle env and the local scripted policy, run a real "
+            "`eval openenv-wordle-v1` against them, print a summary, stop everything."
+        ),
+    )
+    demo.add_argument("--episodes", type=int, default=5, help="games (default 5)")
+    demo.add_argument(
+        "--concurrency", type=int, default=3, help="games in flight (default 3)"
+    )
+    demo.add_argument(
+        "--env-port", type=int, default=0, help="Wordle env port (default: free)"
+    )
+    demo.add_argument(
+        "--policy-port", type=int, default=0, help="policy port (default: free)"
+    )
+    demo.add_argument(
+        "--output-dir",
+        help="where the eval writes config.toml, eval.log and traces.jsonl "
+        "(default: outputs/openenv-wordle-v1--local-policy--null/<run id>)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "check":
+            code = _check(args)
+        else:
+            from openenv_v1.cli.demo import run_demo
+
+            code = run_demo(args)
+    finally:
+        reap_child_groups()
+    sys.exit(code)
+
+
+def _usage_error(command: str, message: str) -> NoReturn:
+    print(f"openenv-v1 {command}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _check(args: argparse.Namespace) -> int:
+    # openenv is imported here, not at start-up: `--help` and `demo` stay quick.
+    from openenv_v1.cli.check import (
+        CheckOptions,
+        CheckReport,
+        Failure,
+        describe_target,
+        run_check,
+    )
+    from openenv_v1.cli.check_text import render_report
+
+    target = _target(args)
+    options = CheckOptions(
+        target=target,
+        reset=args.reset,
+        action=args.action,
+        probe_sessions=max(0, args.probe_sessions),
+        timeout_s=args.timeout,
+    )
+    report = CheckReport(target=describe_target(target))
+    if args.base_url and (args.env_id or args.project_path or args.app):
+        report.warnings.append(
+            "--base-url connects only: ENV_ID and launch options are ignored"
+        )
+
+    def progress(line: str) -> None:
+        if not args.json:
+            print(f"openenv-v1 check: {line}", file=sys.stderr, flush=True)
+
+    interrupted = _run_interruptible(run_check(options, report, progress))
+    if interrupted:
+        reap_child_groups()
+        report.failure = Failure(
+            report.stage, "interrupted; everything it launched has been stopped", None
+        )
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False, default=str))
+    else:
+        print(render_report(report))
+    if interrupted:
+        return 130
+    return 0 if report.ok else 1
+
+
+def _target(args: argparse.Namespace) -> EnvTarget:
+    """The `EnvTarget` a rollout with these settings would use."""
+    from openenv_v1.core.launch import EnvTarget
+
+    if args.base_url and args.use_docker:
+        _usage_error(
+            "check", "--use-docker launches a server, --base-url connects to one"
+        )
+    kwargs = dict(args.provider_kwargs)
+    if args.project_path:
+        kwargs["project_path"] = args.project_path
+    if args.app:
+        kwargs["app"] = args.app
+    path = kwargs.get("project_path")
+    if isinstance(path, str) and path and not path.startswith("git+"):
+        kwargs["project_path"] = os.path.abspath(os.path.expanduser(path))
+    env = args.env_id
+    if not env and not args.base_url:
+        if not path:
+            _usage_error(
+                "check", "give ENV_ID (to launch), --base-url, or --project-path"
+            )
+        env = f"local/{os.path.basename(str(kwargs['project_path']).rstrip('/'))}"
+    return EnvTarget(
+        env=env,
+        base_url=args.base_url,
+        use_docker=args.use_docker,
+        provider_kwargs=kwargs,
+        launch_timeout_s=args.launch_timeout,
+    )
+
+
+def _run_interruptible(coro: Coroutine[Any, Any, None]) -> bool:
+    """Run `coro`; on SIGINT or SIGTERM cancel it (its exit stacks then stop what was
+    launched) and return True.
+
+    A launch may be waiting for its server to get ready when the signal comes, and that
+    wait does not end on cancellation alone; the process groups this command started
+    are therefore sent SIGTERM right away (a second signal sends SIGKILL), which ends
+    the wait at once.
+    """
+    signals = (signal.SIGINT, signal.SIGTERM)
+    count = 0
+
+    async def supervised() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(signum: int, frame: Any) -> None:
+            nonlocal count
+            count += 1
+            stop_child_groups(signal.SIGTERM if count == 1 else signal.SIGKILL)
+            loop.call_soon_threadsafe(task.cancel)
+
+        previous = {s: signal.signal(s, on_signal) for s in signals}
+        try:
+            await coro
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    try:
+        asyncio.run(supervised())
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        return True
+    return count > 0

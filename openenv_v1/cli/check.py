@@ -1,0 +1,466 @@
+"""`openenv-v1 check`: meet an env the way a rollout does, and say what it found.
+
+The env is launched or connected with the rollout's own code (`open_env` on an
+`AsyncExitStack`, then `fetch_action_spec`), so a check that passes means a rollout gets
+as far; a failure carries the same cause a rollout's trace would (for a UV launch, the
+server's own output as soon as it dies), plus a hint for the fix.
+
+Stages, in order; the first failure ends the check:
+
+    launch | connect   open_env (UV, Docker, or base_url)
+    health, metadata   GET /health (must be OK), GET /metadata (optional)
+    schema             the action schema; for an MCP env, its tools
+    reset              reset(**reset) on the rollout's session: the first observation
+    step               one --action, parsed like a model reply, stepped
+    seed check         the same reset (and action) on a fresh session: same results?
+    sessions           how many concurrent sessions the server accepts
+
+Session capacity is not published by OpenEnv servers (no endpoint reports
+`max_concurrent_envs`), but a refused session's error names it ("N/M sessions
+active"). So sessions are opened one by one, up to `probe_sessions`, until one is
+refused; a server that accepts all of them has "at least" that many. Each probe
+session creates an env instance on the server, hence the small bound.
+
+Nothing here imports verifiers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+
+from openenv_v1.cli.hints import hint_for
+from openenv_v1.core.actions import InvalidAction, parse_action
+from openenv_v1.core.episode import env_source_dir
+from openenv_v1.core.errors import (
+    EnvFailure,
+    describe,
+    server_error_code,
+    server_error_message,
+)
+from openenv_v1.core.launch import EnvTarget, http_base, open_env
+from openenv_v1.core.render import render_opening
+from openenv_v1.core.schema import ActionSpec, fetch_action_spec, read_reset_params
+
+_CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
+# How long a fresh session retries a server still counting a session just closed.
+_CAPACITY_RETRY_S = 5.0
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    target: EnvTarget
+    reset: dict[str, Any] = field(default_factory=dict)
+    action: str | None = None
+    """A reply as a model would write it: a JSON action, or bare text for an action
+    with one required string field."""
+    probe_sessions: int = 4
+    """Concurrent sessions to try at most; 0 skips the probe."""
+    timeout_s: float = 60.0
+    """Per reset / step / HTTP call."""
+
+
+@dataclass
+class Failure:
+    stage: str
+    error: str
+    hint: str | None
+
+
+@dataclass
+class CheckReport:
+    """What the check learned; fields stay None for stages it did not reach."""
+
+    target: dict[str, Any]
+    stage: str = "start"
+    """The stage running, or the one that failed."""
+    server_url: str | None = None
+    launch_s: float | None = None
+    health: str | None = None
+    metadata: dict[str, Any] | None = None
+    action: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    reset: dict[str, Any] | None = None
+    step: dict[str, Any] | None = None
+    seed_check: dict[str, Any] | None = None
+    sessions: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    failure: Failure | None = None
+    elapsed_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def fail(self, error: str) -> None:
+        self.failure = Failure(self.stage, error, hint_for(self.stage, error))
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("stage")
+        return {"ok": self.ok, **data}
+
+
+class StageFailed(Exception):
+    """The current stage failed; `str()` is the cause."""
+
+
+def describe_target(target: EnvTarget) -> dict[str, Any]:
+    """The target as shown to the user; `env_vars` values are masked."""
+    if target.base_url:
+        return {"base_url": target.base_url}
+    kwargs = dict(target.provider_kwargs)
+    if isinstance(kwargs.get("env_vars"), dict):
+        kwargs["env_vars"] = {k: "***" for k in kwargs["env_vars"]}
+    return {
+        "env": target.env,
+        "use_docker": target.use_docker,
+        "provider_kwargs": kwargs,
+        "launch_timeout_s": target.launch_timeout_s,
+    }
+
+
+async def run_check(
+    options: CheckOptions,
+    report: CheckReport,
+    progress: Callable[[str], None] = lambda _: None,
+) -> None:
+    """Fill `report`. Whatever was launched is stopped before this returns, also when
+    it is cancelled."""
+    started = time.monotonic()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            await _check(options, report, stack, progress)
+    except (StageFailed, EnvFailure) as e:
+        report.fail(str(e))
+    except Exception as e:
+        report.fail(describe(e))
+    finally:
+        report.elapsed_s = round(time.monotonic() - started, 2)
+
+
+async def _check(
+    options: CheckOptions,
+    report: CheckReport,
+    stack: contextlib.AsyncExitStack,
+    progress: Callable[[str], None],
+) -> None:
+    target = options.target
+    report.stage = "connect" if target.base_url else "launch"
+    progress(_launch_line(target))
+    started = time.monotonic()
+    client = await open_env(target, stack)
+    report.launch_s = round(time.monotonic() - started, 2)
+    url = http_base(client.base_url or target.label)
+    report.server_url = url
+
+    async with httpx.AsyncClient(timeout=options.timeout_s, trust_env=False) as http:
+        report.stage = "health"
+        report.health = await _health(http, url)
+        report.stage = "metadata"
+        report.metadata = await _metadata(http, url, report)
+        report.stage = "schema"
+        raw_action = await _raw_action_schema(http, url)
+    spec = await fetch_action_spec(client, url)
+    report.action = _action_summary(spec, raw_action)
+    if spec.is_mcp:
+        report.tools = [_tool_summary(t) for t in spec.tools or ()]
+
+    report.stage = "reset"
+    await asyncio.to_thread(_check_reset_keys, options, report)
+    first = await _call("reset", client.reset(**options.reset), options.timeout_s)
+    report.reset = {
+        "kwargs": options.reset,
+        **_result(first),
+        "opening": render_opening(first.observation, spec),
+    }
+
+    action: dict[str, Any] | None = None
+    stepped = None
+    if options.action is not None and first.done:
+        report.warnings.append("reset reported done, so --action was not stepped")
+    elif options.action is not None:
+        report.stage = "step"
+        try:
+            action = parse_action(options.action, spec)
+        except InvalidAction as e:
+            raise StageFailed(f"--action is not a valid action: {e}") from e
+        stepped = await _call("step", client.step(action), options.timeout_s)
+        report.step = {"action": action, **_result(stepped)}
+
+    # The rollout's session is done: free its slot (the server keeps running) so the
+    # fresh sessions below fit on a server that allows only one.
+    await client.disconnect()
+    session = EnvTarget(base_url=url, connect_timeout_s=target.connect_timeout_s)
+    report.stage = "seed check"
+    report.seed_check = await _seed_check(
+        session,
+        options,
+        _result(first),
+        action,
+        _result(stepped) if stepped is not None else None,
+    )
+    if report.seed_check["status"] == "differs":
+        report.warnings.append(
+            "the same seed gave different results on two fresh sessions: "
+            + ", ".join(report.seed_check["differences"])
+        )
+    elif report.seed_check["status"] == "error":
+        report.warnings.append(f"seed check failed: {report.seed_check['error']}")
+    report.stage = "sessions"
+    report.sessions = await _probe_sessions(session, options)
+    report.stage = "cleanup"
+
+
+def _launch_line(target: EnvTarget) -> str:
+    if target.base_url:
+        return f"connecting to {target.base_url} ..."
+    if target.use_docker:
+        return f"launching {target.env} with Docker ..."
+    where = target.provider_kwargs.get("project_path") or "its Space repo (git clone)"
+    return (
+        f"launching {target.env} with UV from {where} "
+        f"(up to {target.launch_timeout_s:.0f}s) ..."
+    )
+
+
+async def _health(http: httpx.AsyncClient, url: str) -> str:
+    try:
+        response = await http.get(f"{url}/health")
+    except httpx.HTTPError as e:
+        raise StageFailed(f"GET {url}/health failed: {describe(e)}") from e
+    if response.status_code != 200:
+        raise StageFailed(
+            f"GET {url}/health answered {response.status_code}: {response.text[:300]}"
+        )
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(response.json().get("status") or "ok")
+    return "ok"
+
+
+async def _metadata(
+    http: httpx.AsyncClient, url: str, report: CheckReport
+) -> dict[str, Any] | None:
+    """The env's `/metadata` (name, version, ...), or None when it has none."""
+    try:
+        response = await http.get(f"{url}/metadata")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        body = response.json()
+    except (httpx.HTTPError, ValueError) as e:
+        report.warnings.append(f"GET {url}/metadata failed: {describe(e)}")
+        return None
+    if not isinstance(body, dict):
+        return None
+    return {k: v for k, v in body.items() if v not in (None, "")}
+
+
+async def _raw_action_schema(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    """The server's own action schema; `fetch_action_spec` replaces an MCP env's with
+    the call-tool format, and the original title is worth showing."""
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
+        response = await http.get(f"{url}/schema")
+        return dict(response.json()["action"])
+    return {}
+
+
+def type_label(spec: dict[str, Any]) -> str:
+    """A short type name for a JSON-schema property: `string`, `integer | null`,
+    `array[string]`, `one of "a", "b"`, a `$ref` target's name."""
+    if not isinstance(spec, dict) or not spec:
+        return "any"
+    if isinstance(ref := spec.get("$ref"), str):
+        return ref.rsplit("/", 1)[-1]
+    if "const" in spec:
+        return f"const {json.dumps(spec['const'])}"
+    if spec.get("enum"):
+        return "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    if options := spec.get("anyOf") or spec.get("oneOf"):
+        return " | ".join(type_label(o) for o in options)
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        return f"array[{type_label(spec['items'])}]"
+    return str(kind or "any")
+
+
+def _fields(schema: dict[str, Any], hidden: frozenset[str]) -> list[dict[str, Any]]:
+    required = set(schema.get("required") or ())
+    return [
+        {
+            "name": name,
+            "type": type_label(prop),
+            "required": name in required,
+            "description": (prop.get("description") or "")
+            if isinstance(prop, dict)
+            else "",
+        }
+        for name, prop in (schema.get("properties") or {}).items()
+        if name not in hidden
+    ]
+
+
+def _action_summary(spec: ActionSpec, raw: dict[str, Any]) -> dict[str, Any]:
+    hidden = frozenset(set(spec.schema.get("properties") or {}) - set(spec.fields))
+    return {
+        "title": raw.get("title") or spec.schema.get("title"),
+        "mcp": spec.is_mcp,
+        "fields": _fields(spec.schema, hidden),
+        "raw_field": spec.raw_field,
+        "schema": raw or spec.schema,
+    }
+
+
+def _tool_summary(tool: Any) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "arguments": _fields(tool.input_schema, frozenset()),
+        "input_schema": tool.input_schema,
+    }
+
+
+def _check_reset_keys(options: CheckOptions, report: CheckReport) -> None:
+    """Warn about reset kwargs the env's `reset` does not take (OpenEnv's server drops
+    them silently), when the env's source is local and can tell."""
+    source = env_source_dir(options.target)
+    params = read_reset_params(source) if source else None
+    unknown = params.unknown(options.reset) if params else []
+    if params and unknown:
+        report.warnings.append(
+            f"reset kwarg{'s' if len(unknown) > 1 else ''} "
+            + ", ".join(repr(k) for k in unknown)
+            + f" not taken by the env's reset ({params.where}); OpenEnv drops "
+            + ("them" if len(unknown) > 1 else "it")
+            + " without telling the env"
+        )
+
+
+async def _call(what: str, call: Awaitable[Any], timeout_s: float) -> Any:
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except TimeoutError as e:
+        raise StageFailed(f"{what} did not answer within {timeout_s:.0f}s") from e
+    except Exception as e:
+        if code := server_error_code(e):
+            raise StageFailed(
+                f"{what} was refused by the server ({code}): {server_error_message(e)}"
+            ) from e
+        raise StageFailed(f"{what} failed: {describe(e)}") from e
+
+
+def _result(result: Any) -> dict[str, Any]:
+    return {
+        "observation": result.observation,
+        "reward": result.reward,
+        "done": bool(result.done),
+    }
+
+
+async def _seed_check(
+    session: EnvTarget,
+    options: CheckOptions,
+    first: dict[str, Any],
+    action: dict[str, Any] | None,
+    stepped: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Repeat the reset (and the action) on a fresh session and compare."""
+    if "seed" not in options.reset:
+        return {"status": "skipped", "reason": "no `seed` in the reset kwargs"}
+    compared = ["reset"] + (["step"] if action is not None else [])
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await open_env(session, stack)
+            again = await _retry_capacity(
+                lambda: _call("reset", client.reset(**options.reset), options.timeout_s)
+            )
+            differences = _differences("reset", first, _result(again))
+            if action is not None and stepped is not None:
+                step = await _call("step", client.step(action), options.timeout_s)
+                differences += _differences("step", stepped, _result(step))
+    except (StageFailed, EnvFailure) as e:
+        return {"status": "error", "compared": compared, "error": str(e)}
+    return {
+        "status": "differs" if differences else "match",
+        "compared": compared,
+        "differences": differences,
+    }
+
+
+async def _retry_capacity(call: Callable[[], Awaitable[Any]]) -> Any:
+    """`call()`, retried briefly while the server still counts a session just closed."""
+    deadline = time.monotonic() + _CAPACITY_RETRY_S
+    while True:
+        try:
+            return await call()
+        except StageFailed as e:
+            if "CAPACITY_REACHED" not in str(e) or time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def _differences(what: str, a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    found = [f"{what}.{k}" for k in ("reward", "done") if a.get(k) != b.get(k)]
+    obs_a, obs_b = a.get("observation") or {}, b.get("observation") or {}
+    found += [
+        f"{what}.observation.{k}"
+        for k in sorted(set(obs_a) | set(obs_b))
+        if obs_a.get(k) != obs_b.get(k)
+    ]
+    return found
+
+
+async def _probe_sessions(session: EnvTarget, options: CheckOptions) -> dict[str, Any]:
+    bound = options.probe_sessions
+    if bound <= 0:
+        return {"status": "not probed"}
+    async with contextlib.AsyncExitStack() as stack:
+        for held in range(bound):
+            # The first probe may still meet the sessions closed just before it.
+            patience = _CAPACITY_RETRY_S if held == 0 else 0.0
+            try:
+                await _open_probe(session, stack, options.timeout_s, patience)
+            except Exception as e:
+                if server_error_code(e) != "CAPACITY_REACHED":
+                    return {"status": "unknown", "accepted": held, "error": describe(e)}
+                found = _CAPACITY.search(server_error_message(e))
+                return {
+                    "status": "refused",
+                    "accepted": held,
+                    "max_sessions": int(found["max"]) if found else held,
+                    "active_at_refusal": int(found["active"]) if found else None,
+                }
+    return {"status": "all accepted", "accepted": bound, "at_least": bound}
+
+
+async def _open_probe(
+    session: EnvTarget,
+    stack: contextlib.AsyncExitStack,
+    timeout_s: float,
+    patience_s: float,
+) -> None:
+    """Open one more session, held until `stack` closes. The server creates it as the
+    socket opens, so a refusal (CAPACITY_REACHED, raised as is) comes with the first
+    message; it is retried for `patience_s`."""
+    client = await open_env(session, stack)
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            await asyncio.wait_for(client.state(), timeout_s)
+            return
+        except Exception as e:
+            if server_error_code(e) != "CAPACITY_REACHED":
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.2)

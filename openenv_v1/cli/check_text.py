@@ -1,0 +1,151 @@
+"""The human-readable form of a `CheckReport` (`--json` prints `to_json()` instead)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openenv_v1.cli.check import CheckReport
+from openenv_v1.core.render import render_observation
+
+_WIDTH = 12
+_OBSERVATION_CHARS = 400
+
+
+def _row(label: str, text: str) -> list[str]:
+    first, *rest = text.splitlines() or [""]
+    pad = " " * _WIDTH
+    return [f"{label:<{_WIDTH}}{first}", *(pad + line for line in rest)]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def _clip(text: str, limit: int = _OBSERVATION_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} chars; --json shows all)"
+
+
+def _target_text(target: dict[str, Any]) -> str:
+    if target.get("base_url"):
+        return f"{target['base_url']} (a running server: connect only)"
+    kwargs = target.get("provider_kwargs") or {}
+    if target.get("use_docker"):
+        return f"{target['env']} (Docker launch)"
+    where = kwargs.get("project_path") or "its Space repo"
+    app = kwargs.get("app") or "the project's default app"
+    return f"{target['env']} (UV launch from {where}, app {app})"
+
+
+def _field_line(spec: dict[str, Any]) -> str:
+    required = " (required)" if spec["required"] else ""
+    about = f"  {spec['description']}" if spec["description"] else ""
+    return f"{spec['name']}: {spec['type']}{required}{about}"
+
+
+def _tool_line(tool: dict[str, Any]) -> str:
+    args = ", ".join(
+        f"{a['name']}: {a['type']}{'' if a['required'] else '?'}"
+        for a in tool["arguments"]
+    )
+    about = f"  {tool['description']}" if tool["description"] else ""
+    return f"{tool['name']}({args}){about}"
+
+
+def _result_text(result: dict[str, Any], head: str) -> str:
+    outcome = f"reward {result['reward']}, done {str(result['done']).lower()}"
+    observation = result["observation"] or {}
+    text = (
+        f"{head} -> {outcome}\nthe model sees: {_clip(render_observation(observation))}"
+    )
+    if metadata := observation.get("metadata"):
+        text += f"\nmetadata (hidden from the model): {_clip(_compact(metadata))}"
+    return text
+
+
+def _seed_text(seed: dict[str, Any]) -> str:
+    status = seed["status"]
+    if status == "skipped":
+        return f"skipped: {seed['reason']}"
+    what = " and ".join(seed["compared"])
+    if status == "match":
+        note = "" if "step" in seed["compared"] else " (add --action to compare a step)"
+        return f"match: same {what} results on two fresh sessions{note}"
+    if status == "differs":
+        return "DIFFERS on two fresh sessions: " + ", ".join(seed["differences"])
+    return f"error: {seed['error']}"
+
+
+def _sessions_text(sessions: dict[str, Any]) -> str:
+    status = sessions["status"]
+    if status == "refused":
+        others = (sessions.get("active_at_refusal") or 0) - sessions["accepted"]
+        busy = f"; {others} held by other clients" if others > 0 else ""
+        return (
+            f"max {sessions['max_sessions']} concurrent (session "
+            f"{sessions['accepted'] + 1} was refused with CAPACITY_REACHED{busy})"
+        )
+    if status == "all accepted":
+        return (
+            f"at least {sessions['at_least']} concurrent (all probe sessions accepted;"
+            " --probe-sessions N probes further)"
+        )
+    if status == "unknown":
+        return (
+            f"unknown (probe stopped after {sessions['accepted']}: {sessions['error']})"
+        )
+    return "not probed (--probe-sessions 0)"
+
+
+def render_report(report: CheckReport) -> str:
+    lines = [f"openenv-v1 check: {_target_text(report.target)}"]
+    if report.server_url:
+        verb = "connected" if report.target.get("base_url") else "up"
+        lines += _row("server", f"{report.server_url}  ({verb} in {report.launch_s}s)")
+    if report.health:
+        lines += _row("health", report.health)
+    if report.server_url and report.stage not in ("launch", "connect", "health"):
+        meta = report.metadata or {}
+        name = " ".join(str(meta[k]) for k in ("name", "version") if k in meta)
+        about = f": {meta['description']}" if meta.get("description") else ""
+        lines += _row("metadata", f"{name}{about}" if meta else "(none published)")
+    if action := report.action:
+        if action["mcp"]:
+            lines += _row("action", f"MCP tool calls (server action {action['title']})")
+        else:
+            shown = [str(action["title"] or "(untitled)")]
+            shown += [f"  {_field_line(f)}" for f in action["fields"]]
+            if action["raw_field"]:
+                shown.append(
+                    f"  a reply that is not JSON is taken as `{action['raw_field']}`"
+                )
+            lines += _row("action", "\n".join(shown))
+    if report.tools is not None:
+        lines += _row("tools", "\n".join(_tool_line(t) for t in report.tools) or "none")
+    if report.reset:
+        lines += _row(
+            "reset", _result_text(report.reset, _compact(report.reset["kwargs"]))
+        )
+    if report.step:
+        lines += _row(
+            "step", _result_text(report.step, _compact(report.step["action"]))
+        )
+    if report.seed_check:
+        lines += _row("seed check", _seed_text(report.seed_check))
+    if report.sessions:
+        lines += _row("sessions", _sessions_text(report.sessions))
+    for warning in report.warnings:
+        lines += _row("warning", warning)
+    if report.failure is None:
+        lines += _row("result", f"OK ({report.elapsed_s}s)")
+    else:
+        failure = report.failure
+        lines += _row(
+            "result",
+            f"FAILED at {failure.stage} ({report.elapsed_s}s):\n{failure.error}",
+        )
+        if failure.hint:
+            lines += _row("hint", failure.hint)
+    return "\n".join(lines)

@@ -1,0 +1,320 @@
+"""`openenv-v1 demo`: the whole loop, offline and keyless, in one command.
+
+Starts two servers from this environment on loopback ports they bind themselves, each
+owned by this command (`OwnedProcess`): the local Wordle env (`python -m
+openenv_v1.cli.serve wordle_env.server.app:app`, uvicorn on a pre-bound socket) and
+the scripted policy (`python -m openenv_v1.local_policy --mode solver`). Then runs a real `eval openenv-wordle-v1`
+against them as a subprocess, its progress display on this terminal, and summarizes the
+traces it wrote. Everything is stopped on success, failure and Ctrl-C alike: the eval
+first (with SIGINT, which verifiers handles as a graceful shutdown), then the servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openenv_v1.cli.procs import OwnedProcess, wait_until_serving
+
+TASKSET = "openenv-wordle-v1"
+WORDLE_APP = "wordle_env.server.app:app"
+MODEL = "local-policy"
+KEY_VAR = "LOCAL_POLICY_KEY"
+READY_TIMEOUT_S = 60.0
+EVAL_GRACE_S = 30.0
+SERVER_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    episodes: int
+    solved: int
+    mean_reward: float
+    mean_steps: float
+    mean_turns: float
+    errors: list[str]
+
+
+def summarize(traces: list[dict[str, Any]]) -> Summary:
+    """Wordle results from eval traces: solved means reward >= 1 (a found word)."""
+
+    def reward(trace: dict[str, Any]) -> float:
+        rewards = trace.get("rewards") or {}
+        return float(rewards.get("openenv_reward", 0.0) or 0.0)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    rewards = [reward(t) for t in traces]
+    steps = [float((t.get("metrics") or {}).get("openenv_steps", 0)) for t in traces]
+    turns = [float(len(t.get("calls") or ())) for t in traces]
+    errors = [
+        str(e.get("message") or e) if isinstance(e, dict) else str(e)
+        for t in traces
+        for e in t.get("errors") or ()
+    ]
+    return Summary(
+        episodes=len(traces),
+        solved=sum(r >= 1.0 for r in rewards),
+        mean_reward=mean(rewards),
+        mean_steps=mean(steps),
+        mean_turns=mean(turns),
+        errors=errors,
+    )
+
+
+def read_traces(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def eval_command(
+    env_url: str, policy_url: str, episodes: int, concurrency: int, output_dir: Path
+) -> list[str]:
+    """The eval, as a user would type it (seeds 0..episodes-1, one rollout each)."""
+    resets = json.dumps([{"seed": seed} for seed in range(episodes)])
+    return [
+        str(Path(sys.executable).parent / "eval"),
+        TASKSET,
+        "--taskset.base-url",
+        env_url,
+        "--taskset.resets",
+        resets,
+        "-n",
+        str(episodes),
+        "-r",
+        "1",
+        "-c",
+        str(concurrency),
+        "--harness.id",
+        "null",
+        "-m",
+        MODEL,
+        "--client.base-url",
+        policy_url,
+        "--client.api-key-var",
+        KEY_VAR,
+        "--no-push",
+        "-o",
+        str(output_dir),
+    ]
+
+
+def _say(line: str) -> None:
+    print(f"openenv-v1 demo: {line}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, also where SIGINT was inherited as
+    ignored (a job started with `&` by a script), so both unwind through cleanup."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stop_all(owned: list[OwnedProcess]) -> None:
+    """Stop in reverse start order. A further Ctrl-C here cuts the grace periods short
+    instead of abandoning the cleanup."""
+    hurried = False
+
+    def hurry(signum: int, frame: Any) -> None:
+        nonlocal hurried
+        hurried = True
+        _say("stopping now")
+
+    previous = {s: signal.signal(s, hurry) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for process in reversed(owned):
+            process.stop(lambda: hurried)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _missing_parts() -> str | None:
+    if importlib.util.find_spec("wordle_env") is None:
+        return (
+            "the local Wordle env (`wordle_env`, envs/wordle) is not installed in this "
+            "environment: run `uv sync` in the openenv-v1 repository"
+        )
+    if not (Path(sys.executable).parent / "eval").exists():
+        return f"verifiers' `eval` is not installed next to {sys.executable}"
+    return None
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    if args.episodes < 1 or args.concurrency < 1:
+        _say("error: --episodes and --concurrency must be at least 1")
+        return 2
+    if problem := _missing_parts():
+        _say(f"error: {problem}")
+        return 1
+    output_dir = Path(
+        args.output_dir
+        or Path("outputs", f"{TASKSET}--{MODEL}--null", str(uuid.uuid4()))
+    ).resolve()
+    if (output_dir / "traces.jsonl").exists():
+        _say(f"error: {output_dir} already holds a run; choose another --output-dir")
+        return 2
+    started = time.monotonic()
+    owned: list[OwnedProcess] = []
+    eval_code: int | None = None
+    eval_s = 0.0
+    with tempfile.TemporaryDirectory(prefix="openenv-v1-demo-") as tmp:
+        logs = Path(tmp)
+        try:
+            with _signals_interrupt():
+                env_url, policy_url = _start_servers(args, logs, owned)
+                command = eval_command(
+                    env_url, policy_url, args.episodes, args.concurrency, output_dir
+                )
+                _say(f"{KEY_VAR}=local {shlex.join(['eval', *command[1:]])}")
+                eval_started = time.monotonic()
+                # SIGINT: verifiers' eval shuts down gracefully on it.
+                evaluation = OwnedProcess(
+                    "eval",
+                    command,
+                    env={**os.environ, KEY_VAR: "local"},
+                    stop_signal=signal.SIGINT,
+                    grace_s=EVAL_GRACE_S,
+                )
+                owned.append(evaluation)
+                eval_code = evaluation.popen.wait()
+                eval_s = time.monotonic() - eval_started
+        except KeyboardInterrupt:
+            _say("interrupted; stopping everything it started")
+            return 130
+        except (RuntimeError, OSError) as e:
+            _say(f"error: {e}")
+            return 1
+        finally:
+            _stop_all(owned)
+    return _report(args, output_dir, eval_code, eval_s, time.monotonic() - started)
+
+
+def _start_servers(
+    args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
+) -> tuple[str, str]:
+    """Start the Wordle env and the policy (appended to `owned` as they start) and
+    wait until both serve; returns the env URL and the policy's `/v1` URL."""
+    env = _serve(
+        "the local Wordle env",
+        "wordle",
+        ["openenv_v1.cli.serve", WORDLE_APP],
+        args.env_port,
+        logs,
+        owned,
+        # Every episode in flight holds one session.
+        env={**os.environ, "WORDLE_MAX_SESSIONS": str(max(64, args.concurrency))},
+    )
+    policy = _serve(
+        "the local policy",
+        "policy",
+        ["openenv_v1.local_policy", "--mode", "solver"],
+        args.policy_port,
+        logs,
+        owned,
+    )
+    env_url, policy_url = f"http://127.0.0.1:{env[1]}", f"http://127.0.0.1:{policy[1]}"
+    wait_until_serving(env[0], f"{env_url}/health", READY_TIMEOUT_S)
+    wait_until_serving(policy[0], f"{policy_url}/v1/models", READY_TIMEOUT_S)
+    _say(f"Wordle env at {env_url}, scripted policy at {policy_url}/v1")
+    return env_url, f"{policy_url}/v1"
+
+
+def _serve(
+    name: str,
+    stem: str,
+    module_args: list[str],
+    port: int,
+    logs: Path,
+    owned: list[OwnedProcess],
+    env: dict[str, str] | None = None,
+) -> tuple[OwnedProcess, int]:
+    """`python -m <module_args> --port P --port-file F` from this environment; returns
+    the process and the port it bound (P, or a free one for 0). Its output goes to
+    `<logs>/<stem>.log`."""
+    port_file = logs / f"{stem}.port"
+    process = OwnedProcess(
+        name,
+        [
+            *(sys.executable, "-m", *module_args),
+            *("--port", str(port), "--port-file", str(port_file)),
+        ],
+        log_path=logs / f"{stem}.log",
+        env=env,
+        grace_s=SERVER_GRACE_S,
+    )
+    owned.append(process)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not port_file.exists() or not port_file.read_text().strip():
+        if process.poll() is not None or time.monotonic() >= deadline:
+            raise RuntimeError(
+                f"{name} did not start; its output ends with:\n{process.log_tail()}"
+            )
+        time.sleep(0.1)
+    return process, int(port_file.read_text())
+
+
+def _report(
+    args: argparse.Namespace,
+    output_dir: Path,
+    eval_code: int | None,
+    eval_s: float,
+    wall_s: float,
+) -> int:
+    traces_path = output_dir / "traces.jsonl"
+    summary = summarize(read_traces(traces_path))
+    rows = [
+        (
+            "episodes",
+            f"{summary.episodes} of {args.episodes} ({args.concurrency} at a time)",
+        ),
+        ("solved", f"{summary.solved}/{summary.episodes} (reward >= 1)"),
+        ("mean reward", f"{summary.mean_reward:.2f}"),
+        (
+            "mean steps",
+            f"{summary.mean_steps:.1f} env steps, {summary.mean_turns:.1f} model turns "
+            "per episode",
+        ),
+        ("wall time", f"{wall_s:.1f}s (eval {eval_s:.1f}s)"),
+        ("traces", str(traces_path) if traces_path.exists() else "(none written)"),
+    ]
+    if summary.errors:
+        rows.append(("errors", f"{len(summary.errors)}: {summary.errors[0]}"))
+    print("openenv-v1 demo summary")
+    for label, text in rows:
+        print(f"  {label:<14}{text}")
+    if eval_code != 0:
+        print(
+            f"openenv-v1 demo: eval failed with exit code {eval_code}; its log is "
+            f"{output_dir / 'eval.log'}",
+            file=sys.stderr,
+        )
+        return 1
+    if summary.errors or summary.episodes < args.episodes:
+        print("openenv-v1 demo: some episodes did not complete", file=sys.stderr)
+        return 1
+    return 0

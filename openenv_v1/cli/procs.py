@@ -1,0 +1,168 @@
+"""Processes the `openenv-v1` command starts, each with this command as its owner.
+
+Every child leads a process group of its own (so stopping the group reaches whatever
+it spawned) and gets SIGTERM from the kernel if this command dies first (a parent-death
+signal), so even a SIGKILLed `openenv-v1` leaves nothing running. `stop()` ends the
+group: the first signal, a grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_owner() -> None:
+    """Runs in the child between fork and exec. The signal is tied to the thread that
+    forks, so owned processes are started from the main thread."""
+    import ctypes
+
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class OwnedProcess:
+    """A child process in its own process group, stopped by `stop()`."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        stop_signal: int = signal.SIGTERM,
+        grace_s: float = 10.0,
+    ) -> None:
+        """Start `command`. Its output goes to `log_path` when given, else to this
+        command's own stdout/stderr (e.g. a progress display the user should see).
+        `stop()` sends `stop_signal` and allows `grace_s` before SIGKILL."""
+        self.name = name
+        self.log_path = log_path
+        self.stop_signal = stop_signal
+        self.grace_s = grace_s
+        log: IO[bytes] | None = log_path.open("wb") if log_path else None
+        try:
+            self.popen = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT if log else None,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=_die_with_owner,
+            )
+        finally:
+            if log is not None:
+                log.close()
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def log_tail(self, limit: int = 2000) -> str:
+        if self.log_path is None:
+            return ""
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")[-limit:].strip()
+        return ""
+
+    def stop(self, hurry: Callable[[], bool] = lambda: False) -> int | None:
+        """Send the stop signal to the group, wait up to the grace period (less once
+        `hurry()` turns true), then SIGKILL the group. Returns the exit code."""
+        if self.popen.poll() is None:
+            signal_group(self.pid, self.stop_signal)
+            deadline = time.monotonic() + self.grace_s
+            while self.popen.poll() is None and time.monotonic() < deadline:
+                if hurry():
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.popen.wait(timeout=0.2)
+        # Whatever is left in the group (the leader, or children it left behind) goes.
+        signal_group(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5.0)
+        return self.popen.returncode
+
+
+def child_group_leaders() -> list[int]:
+    """Live direct children of this process that lead their own process group: what
+    this command launched (OpenEnv's UV provider starts `uv` that way)."""
+    me = os.getpid()
+    leaders = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state ppid pgrp ...
+        state, ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+        pid = int(entry.name)
+        if int(ppid) == me and int(pgrp) == pid and state != "Z":
+            leaders.append(pid)
+    return leaders
+
+
+def stop_child_groups(sig: int = signal.SIGTERM) -> list[int]:
+    """Signal the process groups led by this command's children; returns their ids."""
+    leaders = child_group_leaders()
+    for pid in leaders:
+        signal_group(pid, sig)
+    return leaders
+
+
+def reap_child_groups(grace_s: float = 5.0) -> None:
+    """Last line of defence on exit: stop any child process group still running
+    (normally there is none; a launch interrupted at the wrong instant can leave one)."""
+    leaders = stop_child_groups(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while leaders and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leaders = child_group_leaders()
+    for pid in leaders:
+        signal_group(pid, signal.SIGKILL)
+
+
+def wait_until_serving(owned: OwnedProcess, url: str, timeout_s: float) -> None:
+    """Poll `url` until it answers below 500; raise `RuntimeError` with the process's
+    output tail if it exits first or does not answer within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0, trust_env=False) as http:
+        while True:
+            code = owned.poll()
+            if code is not None:
+                raise RuntimeError(
+                    f"{owned.name} exited with code {code} before serving {url}; "
+                    f"its output ends with:\n{owned.log_tail()}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if http.get(url).status_code < 500:
+                    return
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"{owned.name} did not serve {url} within {timeout_s:.0f}s; its "
+                    f"output ends with:\n{owned.log_tail()}"
+                )
+            time.sleep(0.1)

@@ -1,0 +1,37 @@
+"""Serve an ASGI app on a socket this process binds, and say which port it got.
+
+    python -m openenv_v1.cli.serve wordle_env.server.app:app --port 0 --port-file F
+
+`uvicorn --port 0` picks a free port but does not tell which; and with a fixed port, a
+caller polling it cannot tell its own server from another one already listening
+there. Here the port is bound before the app is imported (a taken port fails at once,
+with the OS error) and written to `--port-file`, so the caller polls its own server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("app", help="ASGI app, `module:attribute`")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port-file", required=True, help="the bound port goes here")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    Path(args.port_file).write_text(str(sock.getsockname()[1]))
+    config = uvicorn.Config(args.app, log_level=args.log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

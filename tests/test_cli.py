@@ -1,0 +1,245 @@
+"""The `openenv-v1` console script, run as a user runs it, against real servers."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.servers import (
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    free_port,
+    processes_matching,
+)
+
+CLI = Path(sys.executable).parent / "openenv-v1"
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180.0):
+    return subprocess.run(
+        [str(CLI), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def uv_wordle(app: str, port: int, **provider_kwargs) -> list[str]:
+    """`check` flags launching the local Wordle project with UV on a known port, so
+    its processes can be told apart from other tests' servers."""
+    kwargs = json.dumps({"port": port, **provider_kwargs})
+    return [
+        "local/wordle",
+        "--project-path",
+        str(WORDLE_PROJECT),
+        "--app",
+        app,
+        "--provider-kwargs",
+        kwargs,
+    ]
+
+
+def gone(*needles: str, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while processes_matching(*needles) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return processes_matching(*needles) == []
+
+
+def test_check_base_url_reports_schema_reset_step_seed_and_sessions(wordle_url):
+    proc = run_cli(
+        "check",
+        "--base-url",
+        wordle_url,
+        "--reset",
+        '{"seed": 1}',
+        "--action",
+        "[crane]",
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "health      healthy" in out
+    assert "wordle 0.1.0" in out
+    assert "WordleAction" in out and "message: string (required)" in out
+    assert '{"seed": 1} -> reward 0.0, done false' in out
+    assert '{"message": "[crane]"} -> reward' in out
+    assert "seed check  match: same reset and step results" in out
+    assert "at least 4 concurrent" in out
+    assert "result      OK" in out
+
+
+def test_check_json_on_a_uv_launch_finds_the_session_limit():
+    port = free_port()
+    one_session = {"env_vars": {"WORDLE_MAX_SESSIONS": "1"}}
+    proc = run_cli(
+        "check",
+        *uv_wordle(WORDLE_APP, port, **one_session),
+        "--reset",
+        '{"seed": 3}',
+        "--action",
+        '{"message": "[crane]"}',
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] and report["failure"] is None
+    assert report["server_url"] == f"http://127.0.0.1:{port}"
+    assert report["health"] == "healthy"
+    assert report["metadata"]["name"] == "wordle"
+    (field,) = report["action"]["fields"]
+    assert (field["name"], field["type"], field["required"]) == (
+        "message",
+        "string",
+        True,
+    )
+    assert report["reset"]["observation"]["prompt"].startswith("You are Player 0")
+    assert report["step"]["action"] == {"message": "[crane]"}
+    assert "C R A N E" in report["step"]["observation"]["prompt"]
+    # Two fresh sessions, one after the other, on a one-session server.
+    assert report["seed_check"] == {
+        "status": "match",
+        "compared": ["reset", "step"],
+        "differences": [],
+    }
+    assert report["sessions"]["status"] == "refused"
+    assert report["sessions"]["max_sessions"] == 1
+    assert gone(f"--port {port}")
+
+
+def test_check_lists_the_tools_of_an_mcp_env(counter_url):
+    proc = run_cli(
+        "check",
+        "--base-url",
+        counter_url,
+        "--reset",
+        '{"start": 1}',
+        "--action",
+        '{"tool_name": "add", "arguments": {"n": 2}}',
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "MCP tool calls (server action CallToolAction)" in out
+    assert "add(n: integer)  Add n to the counter" in out
+    assert "peek()  Return the counter" in out
+    assert "submit(answer: integer)  Submit the final counter value" in out
+    assert "-> reward 0.25, done false" in out
+    assert "skipped: no `seed`" in out
+
+
+def test_check_wrong_app_fails_fast_with_the_servers_own_error():
+    port = free_port()
+    started = time.monotonic()
+    proc = run_cli("check", *uv_wordle("wordle_env.no_such_module:app", port))
+    elapsed = time.monotonic() - started
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "FAILED at launch" in out
+    assert "ModuleNotFoundError" in out
+    assert 'Could not import module "wordle_env.no_such_module"' in out  # uvicorn's
+    assert "hint        --app must name the ASGI app" in out
+    assert elapsed < 30
+    assert gone(f"--port {port}")
+
+
+def test_check_closed_port_names_the_url_and_errno_as_json():
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = run_cli("check", "--base-url", url, "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    failure = report["failure"]
+    assert not report["ok"] and failure["stage"] == "connect"
+    assert url in failure["error"] and "ECONNREFUSED" in failure["error"]
+    assert "nothing is listening" in failure["hint"]
+
+
+def test_ctrl_c_during_a_launch_stops_the_server_at_once():
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(CLI), "check", *uv_wordle(WORDLE_APP, port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_matching(f"--port {port}"):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted" in out
+    assert gone(f"--port {port}")
+
+
+def test_demo_runs_an_eval_summarizes_it_and_stops_everything(tmp_path):
+    env_port, policy_port = free_port(), free_port()
+    proc = run_cli(
+        "demo",
+        "--episodes",
+        "2",
+        "--concurrency",
+        "2",
+        "--env-port",
+        str(env_port),
+        "--policy-port",
+        str(policy_port),
+        cwd=tmp_path,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    assert "episodes      2 of 2 (2 at a time)" in out
+    assert "solved        2/2 (reward >= 1)" in out
+    assert "mean reward   1.00" in out
+    (traces,) = tmp_path.glob("outputs/*/*/traces.jsonl")
+    assert f"traces        {traces}" in out
+    assert len(traces.read_text().splitlines()) == 2
+    assert gone(f"--port {env_port}")
+    assert gone(f"--port {policy_port}")
+    assert gone(str(tmp_path))  # the eval (`-o` under tmp_path) and its children
+
+
+def demo_args(env_port: int, policy_port: int) -> list[str]:
+    return ["demo", "--env-port", str(env_port), "--policy-port", str(policy_port)]
+
+
+def test_demo_on_a_taken_port_fails_at_once_and_stops_the_policy(wordle_url, tmp_path):
+    taken = int(wordle_url.rsplit(":", 1)[1])
+    policy_port = free_port()
+    proc = run_cli(*demo_args(taken, policy_port), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 1
+    assert "the local Wordle env did not start" in proc.stderr
+    assert "Address already in use" in proc.stderr
+    assert gone(f"--port {policy_port}")
+
+
+def test_ctrl_c_during_the_demo_eval_stops_everything(tmp_path):
+    env_port, policy_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [str(CLI), *demo_args(env_port, policy_port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_matching("eval", str(tmp_path)):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted; stopping everything it started" in err
+    assert gone(f"--port {env_port}")
+    assert gone(f"--port {policy_port}")
+    assert gone(str(tmp_path))
