@@ -118,13 +118,14 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
 
 def wordle_uv_servers() -> list[tuple[int, str]]:
     """Live processes of UV-launched local Wordle servers: `uv run --project ...` and
-    the uvicorn it runs from its isolated env. Servers the tests start directly (from
-    this venv's python) are not counted."""
-    uv = processes_matching("--project", str(WORDLE_PROJECT))
+    the uvicorn it runs from its isolated env. Servers started directly with
+    `python -m uvicorn` are not counted."""
+    uv = processes_matching("uv run", f"--project {WORDLE_PROJECT} ")
+    # uv runs uvicorn's console script; servers started directly use `-m uvicorn`.
     servers = [
         (pid, cmd)
         for pid, cmd in processes_matching("uvicorn", WORDLE_APP)
-        if not cmd.startswith(sys.executable)
+        if " -m uvicorn " not in cmd
     ]
     return sorted(set(uv + servers))
 
@@ -170,4 +171,19 @@ def wordle_uv_flags(resets: str) -> list[str]:
         kwargs,
         "--taskset.resets",
         resets,
+    ]
+
+
+def wordle_uv_eval_command(policy_url: str, resets: str, *extra: str) -> list[str]:
+    """The full `eval` command for a UV-launched local Wordle run with the null
+    harness, no push and no live display; `extra` flags go before the model flags."""
+    return [
+        str(BIN / "eval"),
+        *wordle_uv_flags(resets),
+        *extra,
+        "--harness.id",
+        "null",
+        "--no-push",
+        "--no-rich",
+        *model_flags(policy_url),
     ]

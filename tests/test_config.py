@@ -23,7 +23,9 @@ def test_taskset_without_env_or_base_url_names_the_flags():
 
 
 def test_tasks_one_per_reset_named_by_source_with_no_prompt():
-    config = OpenEnvConfig(env="org/env", resets=[{"seed": 1}, {"seed": 2}, {}])
+    config = OpenEnvConfig(
+        env="org/env", resets=[{"seed": 1}, {"seed": 2}, {}], shared_servers=False
+    )
     tasks = OpenEnvTaskset(config).load()
     tasks = list(tasks)
     assert [t.data.name for t in tasks] == ["org/env#0", "org/env#1", "org/env#2"]
@@ -33,7 +35,8 @@ def test_tasks_one_per_reset_named_by_source_with_no_prompt():
 
 
 def test_default_is_one_empty_reset():
-    tasks = list(OpenEnvTaskset(OpenEnvConfig(env="org/env")).load())
+    config = OpenEnvConfig(env="org/env", shared_servers=False)
+    tasks = list(OpenEnvTaskset(config).load())
     assert len(tasks) == 1 and tasks[0].data.reset == {}
 
 
@@ -136,3 +139,46 @@ def test_eval_help_works_for_both_tasksets(taskset):
     assert proc.returncode == 0, proc.stderr
     assert "--taskset.base-url" in proc.stdout
     assert "--taskset.task.user.provider-kwargs" in proc.stdout
+
+
+def test_servers_are_shared_only_for_uv_launches_with_a_local_user():
+    assert OpenEnvConfig(env="org/env").shares_servers()
+    assert not OpenEnvConfig(env="org/env", shared_servers=False).shares_servers()
+    assert not OpenEnvConfig(env="org/env", use_docker=True).shares_servers()
+    assert not OpenEnvConfig(base_url="http://127.0.0.1:1").shares_servers()
+    colocated = OpenEnvConfig(env="org/env", task={"user": {"colocated": True}})
+    assert not colocated.shares_servers()
+    remote = OpenEnvConfig(env="org/env", task={"user": {"runtime": {"type": "prime"}}})
+    assert not remote.shares_servers()
+
+
+def test_base_url_taskset_starts_no_pool():
+    config = OpenEnvWordleConfig(base_url="http://127.0.0.1:9999")
+    assert OpenEnvWordleTaskset(config).pool is None
+
+
+def test_forward_env_names_a_missing_variable(monkeypatch):
+    monkeypatch.delenv("OPENENV_V1_MISSING_TOKEN", raising=False)
+    config = OpenEnvConfig(
+        env="org/env",
+        shared_servers=False,
+        task={"user": {"forward_env": ["OPENENV_V1_MISSING_TOKEN"]}},
+    )
+    with pytest.raises(ValueError, match="OPENENV_V1_MISSING_TOKEN, not set"):
+        OpenEnvTaskset(config)
+
+
+def test_forwarded_values_reach_only_the_rollouts_config(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "sk-value-never-saved")
+    config = OpenEnvConfig(
+        env="org/env",
+        shared_servers=False,
+        task={"user": {"forward_env": ["MY_SERVICE_API_KEY"]}},
+    )
+    (task,) = OpenEnvTaskset(config).load()
+    user = task.user_server().config
+    assert user.secret_env == {"MY_SERVICE_API_KEY": "sk-value-never-saved"}
+    assert "sk-value-never-saved" not in repr(user)
+    # What verifiers saves is the eval's own config, which holds the name only.
+    assert config.task.user.secret_env == {}
+    assert "sk-value-never-saved" not in config.model_dump_json()

@@ -1,50 +1,141 @@
-"""Env servers launched for rollouts never outlive the eval, even a SIGKILLed one."""
+"""Launched env servers never outlive their owner, on every way an eval or rollout ends.
 
+Normal ends are checked where those evals run (test_eval.py, test_pool.py); here: the
+eval killed or interrupted mid-episode, with shared and per-rollout servers, and a
+rollout cancelled while it launches or plays.
+"""
+
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import time
 
+import pytest
+
+from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
+from openenv_v1.core.pool import ServerPool
 from tests.servers import (
-    BIN,
-    model_flags,
+    WORDLE_APP,
+    WORDLE_PROJECT,
     policy_server,
     processes_matching,
-    wordle_uv_flags,
+    wordle_uv_eval_command,
     wordle_uv_servers,
 )
 
 
-def test_sigkilled_eval_leaves_no_env_server(tmp_path):
+def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+@pytest.mark.parametrize(
+    ("sig", "shared"),
+    [
+        (signal.SIGKILL, True),
+        (signal.SIGKILL, False),
+        (signal.SIGTERM, True),
+        (signal.SIGINT, True),
+    ],
+    ids=["sigkill-shared", "sigkill-per-rollout", "sigterm-shared", "sigint-shared"],
+)
+def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
     assert wordle_uv_servers() == []
-    # A slow policy keeps both episodes in flight while the eval is killed.
+    # A slow policy keeps the episodes in flight while the eval is signalled.
     with policy_server("slow", delay=120) as policy:
         eval_proc = subprocess.Popen(
-            [
-                str(BIN / "eval"),
-                *wordle_uv_flags('[{"seed": 1}, {"seed": 2}]'),
-                "--harness.id",
-                "null",
-                "--no-push",
-                *model_flags(policy),
-            ],
+            wordle_uv_eval_command(
+                policy,
+                '[{"seed": 1}, {"seed": 2}]',
+                "--taskset.shared-servers",
+                str(shared).lower(),
+            ),
             cwd=tmp_path,
             env={**os.environ, "LOCAL_POLICY_KEY": "local"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 180
-            while len(wordle_uv_servers()) < 2 and time.monotonic() < deadline:
-                assert eval_proc.poll() is None, "eval ended before the envs were up"
-                time.sleep(0.5)
-            assert len(wordle_uv_servers()) >= 2, "both env servers should be up"
+            # uv + uvicorn per server: one shared server, or one per rollout.
+            expected = 2 if shared else 4
+            assert wait_until(
+                lambda: (
+                    len(wordle_uv_servers()) >= expected or eval_proc.poll() is not None
+                ),
+                180,
+            )
+            assert eval_proc.poll() is None, "eval ended before the envs were up"
+            assert wait_until(
+                lambda: len(processes_matching("openenv_v1.user")) >= 2, 60
+            )
             time.sleep(3)  # let the episodes start
         finally:
-            eval_proc.send_signal(signal.SIGKILL)
-            eval_proc.wait(10)
-        deadline = time.monotonic() + 20
-        while wordle_uv_servers() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert wordle_uv_servers() == []
-        assert processes_matching("openenv_v1.user") == []
+            eval_proc.send_signal(sig)
+            try:
+                eval_proc.wait(30)
+            except subprocess.TimeoutExpired:
+                eval_proc.kill()
+                raise
+        assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
+        assert wait_until(lambda: processes_matching("openenv_v1.user") == [], 20)
+
+
+def uv_target(**extra) -> EnvTarget:
+    return EnvTarget(
+        env="local/wordle",
+        provider_kwargs={"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP},
+        launch_timeout_s=120,
+        **extra,
+    )
+
+
+async def play(target: EnvTarget, started: asyncio.Event) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        episode = await open_episode(target, EpisodeLimits(), stack)
+        await episode.reset({"seed": 1})
+        started.set()
+        await asyncio.sleep(3600)
+
+
+@pytest.mark.parametrize("when", ["launching", "playing"])
+async def test_a_cancelled_rollout_stops_the_server_it_launched(when):
+    started = asyncio.Event()
+    rollout = asyncio.create_task(play(uv_target(), started))
+    if when == "launching":
+        await asyncio.to_thread(wait_until, lambda: len(wordle_uv_servers()) >= 1, 60)
+    else:
+        await asyncio.wait_for(started.wait(), 120)
+    assert wordle_uv_servers() != []
+    rollout.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await rollout
+    assert wordle_uv_servers() == []
+
+
+async def test_a_cancelled_rollout_hands_back_its_shared_server():
+    pool = ServerPool(uv_target(), sessions_per_server=1, max_servers=1)
+    try:
+        target = uv_target(pool_url=pool.start())
+        started = asyncio.Event()
+        rollout = asyncio.create_task(play(target, started))
+        await asyncio.wait_for(started.wait(), 120)
+        rollout.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await rollout
+        # Its one session is free again: the next rollout gets it at once.
+        second = asyncio.Event()
+        follower = asyncio.create_task(play(target, second))
+        await asyncio.wait_for(second.wait(), 30)
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+        assert len(pool.servers()) == 1
+    finally:
+        pool.close()
+    assert wordle_uv_servers() == []

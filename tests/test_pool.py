@@ -1,0 +1,133 @@
+"""Shared env servers: one UV launch serves many rollouts, each on its own session."""
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
+from openenv_v1.core.pool import ServerPool
+from tests.servers import WORDLE_APP, WORDLE_PROJECT, wordle_uv_servers
+
+
+def wordle_target(app: str = WORDLE_APP, **env_vars: str) -> EnvTarget:
+    kwargs = {"project_path": str(WORDLE_PROJECT), "app": app}
+    if env_vars:
+        kwargs["env_vars"] = env_vars
+    return EnvTarget(env="local/wordle", provider_kwargs=kwargs, launch_timeout_s=120)
+
+
+@contextlib.contextmanager
+def pool_of(target: EnvTarget, **options):
+    pool = ServerPool(target, **options)
+    try:
+        yield pool, pool.start()
+    finally:
+        pool.close()
+
+
+def leased(target: EnvTarget, pool_url: str) -> EnvTarget:
+    return EnvTarget(env=target.env, pool_url=pool_url, connect_timeout_s=10)
+
+
+async def test_rollouts_share_one_server_without_seeing_each_others_state():
+    target = wordle_target()
+    with pool_of(target) as (pool, url):
+        async with contextlib.AsyncExitStack() as stack:
+            first = await open_episode(leased(target, url), EpisodeLimits(), stack)
+            second = await open_episode(leased(target, url), EpisodeLimits(), stack)
+            assert len(pool.servers()) == 1
+            assert first.client.base_url == second.client.base_url
+            await first.reset({"word": "crane"})
+            await second.reset({"word": "pious"})
+            # Solving one game must not touch the other session's game.
+            await first.act("[crane]")
+            assert first.report.done and first.report.reward == 1.0
+            await second.act("[crane]")
+            assert not second.report.done and second.report.reward == 0.0
+            await second.act("[pious]")
+            assert second.report.done and second.report.reward == 1.0
+        assert len(wordle_uv_servers()) >= 2  # uv + uvicorn outlive the rollouts
+    assert wordle_uv_servers() == []
+
+
+async def test_a_full_server_makes_the_pool_launch_another():
+    target = wordle_target(WORDLE_MAX_SESSIONS="1")
+    with pool_of(target, max_servers=2) as (pool, url):
+        async with contextlib.AsyncExitStack() as stack:
+            episodes = await asyncio.gather(
+                open_episode(leased(target, url), EpisodeLimits(), stack),
+                open_episode(leased(target, url), EpisodeLimits(), stack),
+            )
+            assert len({e.client.base_url for e in episodes}) == 2
+            assert len(pool.servers()) == 2
+            for episode, word in zip(episodes, ["crane", "pious"], strict=True):
+                await episode.reset({"word": word})
+                await episode.act(f"[{word}]")
+                assert episode.report.reward == 1.0
+        # Both sessions ended, so a third rollout fits without a third server.
+        async with contextlib.AsyncExitStack() as stack:
+            await open_episode(leased(target, url), EpisodeLimits(), stack)
+        assert len(pool.servers()) == 2
+    assert wordle_uv_servers() == []
+
+
+async def test_all_servers_full_waits_then_names_the_limit():
+    target = wordle_target(WORDLE_MAX_SESSIONS="1")
+    with pool_of(target, max_servers=1, capacity_wait_s=2) as (_, url):
+        async with contextlib.AsyncExitStack() as stack:
+            await open_episode(leased(target, url), EpisodeLimits(), stack)
+            started = time.monotonic()
+            with pytest.raises(EnvFailure, match="session limit.*max_servers"):
+                await open_episode(leased(target, url), EpisodeLimits(), stack)
+            assert time.monotonic() - started < 30
+    assert wordle_uv_servers() == []
+
+
+async def test_a_failed_launch_fails_every_lease_at_once_with_its_cause():
+    target = wordle_target("wordle_env.no_such_module:app")
+    started = time.monotonic()
+    with pool_of(target) as (_, url):
+        async with contextlib.AsyncExitStack() as stack:
+            results = await asyncio.gather(
+                open_episode(leased(target, url), EpisodeLimits(), stack),
+                open_episode(leased(target, url), EpisodeLimits(), stack),
+                return_exceptions=True,
+            )
+    assert time.monotonic() - started < 60
+    for result in results:
+        assert isinstance(result, EnvFailure)
+        assert "ModuleNotFoundError" in str(result)
+        assert "wordle_env.no_such_module" in str(result)
+    assert wordle_uv_servers() == []
+
+
+def test_leases_of_dead_processes_are_reclaimed_and_dead_servers_replaced():
+    target = wordle_target()
+    with pool_of(target, sessions_per_server=1, max_servers=1) as (pool, _):
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        _, first_url = pool.lease(gone.pid)
+        # The only slot is held by a process that no longer exists: reclaimed.
+        lease, url = pool.lease(os.getpid())
+        assert url == first_url
+        pool.release(lease)
+        # A server that dies is dropped; the next lease gets a fresh one.
+        for pid, _ in wordle_uv_servers():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while wordle_uv_servers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert wordle_uv_servers() == []
+        lease, url = pool.lease(os.getpid())
+        assert httpx.get(f"{url}/health").status_code == 200
+        assert len(wordle_uv_servers()) >= 2
+        pool.release(lease)
+    assert wordle_uv_servers() == []
