@@ -73,10 +73,9 @@ class OpenEnvUserConfig(vf.UserConfig):
         return self
 
     def message_timeout_s(self) -> float:
-        """OpenEnv's own per-message limit, kept above ours so ours fire first."""
-        return (
-            max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s) + 30
-        )
+        """OpenEnv's own per-message limit: the longest call we allow. It also
+        enforces `step_timeout_s` when that is the longest (see `EnvEpisode.act`)."""
+        return max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s)
 
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(

@@ -390,8 +390,19 @@ def test_packaged_uv_is_put_on_path(monkeypatch, tmp_path):
 # -- the env server fails mid-episode ----------------------------------------------------
 
 
-async def test_step_timeout_ends_the_episode_keeping_what_was_earned(faulty_url):
-    async with episode_at(faulty_url, step_timeout_s=1) as episode:
+@pytest.mark.parametrize(
+    "client_timeout_s",
+    [60.0, 1.0],
+    ids=["own-timer", "client-message-timeout"],
+)
+async def test_step_timeout_ends_the_episode_keeping_what_was_earned(
+    faulty_url, client_timeout_s
+):
+    # With the client's own message timeout as long as the step's, that one enforces
+    # it (no second timer per step); with a longer one, the episode arms its own.
+    target = EnvTarget(base_url=faulty_url, message_timeout_s=client_timeout_s)
+    async with contextlib.AsyncExitStack() as stack:
+        episode = await open_episode(target, EpisodeLimits(step_timeout_s=1), stack)
         await episode.reset({})
         await episode.act(move("score", 2))
         started = time.monotonic()

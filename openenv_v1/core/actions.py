@@ -46,6 +46,8 @@ def _unfence(text: str) -> str:
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
+    if "{" not in text:  # no object anywhere, fenced or not
+        return None
     bodies = [text, *(m.group(1).strip() for m in _FENCE.finditer(text))]
     for body in bodies:
         try:

@@ -101,6 +101,7 @@ class EnvEpisode:
         label: str,
         reset_params: ResetParams | None = None,
         observation_format: ObservationFormat = "text",
+        message_timeout_s: float = float("inf"),
     ) -> None:
         self.client = client
         self.spec = spec
@@ -110,6 +111,8 @@ class EnvEpisode:
         """The env's reset signature when its source was read; None when unknown."""
         self.report = EpisodeReport()
         self.render = ObservationRenderer(observation_format)
+        self.message_timeout_s = message_timeout_s
+        """The client's own per-message timeout (`EnvTarget.message_timeout_s`)."""
 
     async def reset(self, kwargs: dict[str, Any]) -> str:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -176,9 +179,7 @@ class EnvEpisode:
                 "the connection); not reconnecting to a fresh env mid-episode"
             )
         try:
-            # A timeout scope, not `wait_for`: no extra task per step.
-            async with asyncio.timeout(self.limits.step_timeout_s):
-                result = await self.client.step(action)
+            result = await self._step(action)
         except TimeoutError:
             return self._failed(
                 f"step did not answer within {self.limits.step_timeout_s:.0f}s"
@@ -200,6 +201,15 @@ class EnvEpisode:
         if self.report.done:
             self.report.stop_reason = "done"
         return self.render(result.observation)
+
+    async def _step(self, action: dict[str, Any]) -> Any:
+        """`client.step` within `step_timeout_s`. The client bounds every message by
+        its own timeout already, so a second timer is armed only when that one is
+        longer (a timer per step costs more than a local env's step takes)."""
+        if self.limits.step_timeout_s >= self.message_timeout_s:
+            return await self.client.step(action)
+        async with asyncio.timeout(self.limits.step_timeout_s):
+            return await self.client.step(action)
 
     def _absorb(self, result: Any) -> None:
         self.report.reward += float(result.reward or 0.0)
@@ -270,7 +280,15 @@ async def open_episode(
     spec = await fetch_action_spec(client, http_base(client.base_url or target.label))
     source = env_source_dir(target)
     params = await asyncio.to_thread(read_reset_params, source) if source else None
-    return EnvEpisode(client, spec, limits, target.label, params, observation_format)
+    return EnvEpisode(
+        client,
+        spec,
+        limits,
+        target.label,
+        params,
+        observation_format,
+        message_timeout_s=target.message_timeout_s,
+    )
 
 
 def env_source_dir(target: EnvTarget) -> str | None:

@@ -60,8 +60,8 @@ class EnvTarget:
     launch_timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     message_timeout_s: float = 60.0
-    """OpenEnv client's own per-message limit; keep it above the episode's reset and
-    step timeouts so those fire first, with their clearer messages."""
+    """OpenEnv client's own per-message limit (it raises `TimeoutError`); at least the
+    episode's reset and step timeouts."""
     web_ui: bool = False
     """Let a UV-launched server import gradio (OpenEnv's web UI); hidden otherwise."""
 

@@ -38,6 +38,16 @@ def _visible(observation: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _record_key(record: dict[str, Any]) -> Any:
+    """A hashable identity for a record: its items, or its JSON when they nest."""
+    try:
+        key = tuple(record.items())
+        hash(key)
+    except TypeError:
+        return _compact(record)
+    return key
+
+
 def _is_prose(text: str) -> bool:
     return any(c.isspace() for c in text.strip())
 
@@ -52,7 +62,8 @@ class ObservationRenderer:
 
     def __init__(self, format: ObservationFormat = "text") -> None:
         self.format = format
-        self._seen: set[str] = set()
+        self._seen: set[Any] = set()
+        self._last_lists: dict[str, list[Any]] = {}
 
     def __call__(self, observation: dict[str, Any]) -> str:
         if self.format == "json":
@@ -67,12 +78,23 @@ class ObservationRenderer:
             if key == main:
                 continue
             if isinstance(value, list):
-                value = [v for v in value if self._is_new(v, shown_now)]
+                value = self._new_entries(key, value, shown_now)
                 if not value:
                     continue
             rendered = value if isinstance(value, str) else _compact(value)
             lines.append(f"{key}: {rendered}")
         return "\n".join(lines)
+
+    def _new_entries(
+        self, field: str, entries: list[Any], shown_now: set[str]
+    ) -> list[Any]:
+        # A history usually grows by appending: the entries it had last turn were
+        # judged then, so only the tail needs a look.
+        last = self._last_lists.get(field, [])
+        self._last_lists[field] = entries
+        start = len(last) if entries[: len(last)] == last else 0
+        head = [e for e in entries[:start] if not isinstance(e, dict)]
+        return head + [e for e in entries[start:] if self._is_new(e, shown_now)]
 
     def _is_new(self, item: Any, shown_now: set[str]) -> bool:
         """Whether a list entry is worth showing. Entries that are records (chat-style
@@ -80,7 +102,7 @@ class ObservationRenderer:
         observation's text; plain values (e.g. legal moves) are always shown."""
         if not isinstance(item, dict):
             return True
-        key = _compact(item)
+        key = _record_key(item)
         if key in self._seen:
             return False
         self._seen.add(key)
