@@ -1,0 +1,322 @@
+"""Benchmark: the same Wordle workload three ways, in one run, side by side.
+
+    uv run python benchmarks/run.py [--episodes 6] [--concurrency 6]
+
+- `upstream`: verifiers' built-in `openenv` taskset (the design this project replaces),
+  launching the local Wordle env per rollout with OpenEnv's UV provider;
+- `ours`: `openenv-v1` with its defaults (shared UV-launched servers);
+- `floor`: `openenv-v1-floor` (benchmarks/openenv_v1_floor.py), a user simulator with
+  no environment at all: what verifiers alone costs per rollout.
+
+All three use the same local scripted policy, episodes, seeds and concurrency. For each
+it prints the eval's wall time, mean per-rollout setup (verifiers' `timing.setup`),
+characters per episode (user turns, and everything the model was sent over all its
+calls), the peak memory of the eval's whole process tree, and the ratios. Then the
+per-step cost of our user (`EnvEpisode.act`: parse, validate, step, render) against a
+raw `GenericEnvClient.step` on one directly served Wordle server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+WORDLE_PROJECT = ROOT / "envs" / "wordle"
+WORDLE_APP = "wordle_env.server.app:app"
+GUESSES = ["crane", "pious", "lofty", "bumpy", "giddy", "whisk"]
+
+
+@dataclass
+class Figures:
+    name: str
+    wall_s: float
+    rollouts: int
+    errors: int
+    setup_s: float
+    user_chars: float
+    prompt_chars: float
+    peak_mb: float
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(cmd: list[str], health: str) -> Iterator[None]:
+    """A server process in its own group, stopped (the whole group) on exit."""
+    proc = subprocess.Popen(
+        cmd,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd} exited with {proc.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(health, timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{health} not up")
+            time.sleep(0.1)
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        proc.wait(10)
+
+
+def tree_rss_mb(root: int) -> float:
+    """Resident memory of `root` and all its descendants, in MB."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            pid = int(entry.name)
+            children.setdefault(int(fields[1]), []).append(pid)
+            rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack += children.get(pid, [])
+    return total / 1e6
+
+
+def run_eval(
+    name: str, args: list[str], env: dict[str, str], config: str | None
+) -> Figures:
+    workdir = Path(tempfile.mkdtemp(prefix=f"openenv-bench-{name}-"))
+    if config is not None:
+        (workdir / "config.toml").write_text(config)
+        args = ["@", str(workdir / "config.toml"), *args]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [str(BIN / "eval"), *args, "--no-push", "--no-rich"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(workdir / "stderr.txt").open("w"),
+    )
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss_mb(proc.pid))
+        time.sleep(0.25)
+    wall = time.monotonic() - started
+    traces = [
+        json.loads(line)
+        for path in workdir.glob("outputs/*/*/traces.jsonl")
+        for line in path.read_text().splitlines()
+        if line
+    ]
+    if proc.returncode != 0 or not traces:
+        tail = (workdir / "stderr.txt").read_text()[-2000:]
+        raise SystemExit(f"{name}: eval failed ({proc.returncode}):\n{tail}")
+    setups = [
+        t["timing"]["setup"]["end"] - t["timing"]["setup"]["start"] for t in traces
+    ]
+    user_chars, prompt_chars = zip(
+        *(conversation_chars(t) for t in traces), strict=True
+    )
+    shutil.rmtree(workdir, ignore_errors=True)
+    return Figures(
+        name=name,
+        wall_s=wall,
+        rollouts=len(traces),
+        errors=sum(1 for t in traces if t.get("errors")),
+        setup_s=statistics.mean(setups),
+        user_chars=statistics.mean(user_chars),
+        prompt_chars=statistics.mean(prompt_chars),
+        peak_mb=peak,
+    )
+
+
+def conversation_chars(trace: dict) -> tuple[int, int]:
+    """(characters of the user turns, characters of all prompts sent to the model)."""
+    user = prompt = seen = 0
+    for node in trace["nodes"]:
+        message = node.get("message") or {}
+        text = message.get("content")
+        size = len(text if isinstance(text, str) else json.dumps(text or ""))
+        if message.get("role") == "assistant":
+            prompt += seen
+        elif message.get("role") == "user":
+            user += size
+        seen += size
+    return user, prompt
+
+
+def workloads(episodes: int, concurrency: int, policy: str) -> list[tuple]:
+    """(name, eval args, environment, config file text or None) per variant. The env
+    tasksets get their settings from a config file: the upstream config cannot be
+    built from flags (it requires `env` while verifiers builds it from its id)."""
+    common = ["-n", str(episodes), "-r", "1", "-c", str(concurrency)]
+    common += ["-m", "local-policy", "--client.base-url", policy]
+    common += ["--client.api-key-var", "LOCAL_POLICY_KEY", "--harness.id", "null"]
+    resets = ", ".join(f"{{ seed = {i} }}" for i in range(episodes))
+
+    def env_config(taskset: str) -> str:
+        return (
+            f'[taskset]\nid = "{taskset}"\nenv = "local/wordle"\n'
+            f"resets = [{resets}]\n\n[taskset.task.user.provider_kwargs]\n"
+            f'project_path = "{WORDLE_PROJECT}"\napp = "{WORDLE_APP}"\n'
+        )
+
+    base = {**os.environ, "LOCAL_POLICY_KEY": "local"}
+    floor_env = {**base, "PYTHONPATH": str(ROOT / "benchmarks")}
+    return [
+        ("upstream", common, base, env_config("openenv")),
+        ("ours", common, base, env_config("openenv-v1")),
+        ("floor", ["openenv-v1-floor", *common], floor_env, None),
+    ]
+
+
+async def step_overhead(url: str, episodes: int) -> tuple[float, float, float]:
+    """Median seconds per step: a raw `GenericEnvClient.step` on a session of its own,
+    our `EnvEpisode.act` (parse, validate, step, render), and the client step inside
+    that `act` (same session and moment, so the difference is the adapter's own)."""
+    from openenv_v1.core import EnvEpisode, EnvTarget, EpisodeLimits, open_episode
+    from openenv_v1.core.light_import import generic_client_class
+
+    raw_times: list[float] = []
+    ours_times: list[float] = []
+    inner_times: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        raw = await stack.enter_async_context(generic_client_class()(base_url=url))
+        first = await open_episode(EnvTarget(base_url=url), EpisodeLimits(), stack)
+        client_step = first.client.step
+
+        async def timed_step(action, **kwargs):
+            started = time.perf_counter()
+            try:
+                return await client_step(action, **kwargs)
+            finally:
+                inner_times.append(time.perf_counter() - started)
+
+        for seed in range(episodes):
+            await raw.reset(seed=seed)
+            for guess in GUESSES:
+                started = time.perf_counter()
+                result = await raw.step({"message": f"[{guess}]"})
+                raw_times.append(time.perf_counter() - started)
+                if result.done:
+                    break
+            # A fresh account per game, on the one session (as `raw` has).
+            episode = EnvEpisode(
+                first.client,
+                first.spec,
+                first.limits,
+                first.label,
+                message_timeout_s=first.message_timeout_s,
+            )
+            await episode.reset({"seed": seed})
+            first.client.step = timed_step
+            for guess in GUESSES:
+                started = time.perf_counter()
+                await episode.act(f"[{guess}]")
+                ours_times.append(time.perf_counter() - started)
+                if episode.report.done:
+                    break
+            first.client.step = client_step
+    return tuple(statistics.median(t) for t in (raw_times, ours_times, inner_times))
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=6)
+    parser.add_argument("--concurrency", type=int, default=6)
+    parser.add_argument("--step-episodes", type=int, default=40)
+    parser.add_argument(
+        "--only", default="upstream,ours,floor", help="comma-separated variants"
+    )
+    args = parser.parse_args()
+    wanted = set(args.only.split(","))
+
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
+    )
+    print(f"workload: {args.episodes} Wordle episodes, concurrency {args.concurrency}")
+    port = free_port()
+    policy_cmd = [sys.executable, "-m", "openenv_v1.local_policy", "--mode", "solver"]
+    policy = f"http://127.0.0.1:{port}/v1"
+    figures: list[Figures] = []
+    with served([*policy_cmd, "--port", str(port)], f"{policy}/models"):
+        for name, *workload in workloads(args.episodes, args.concurrency, policy):
+            if name in wanted:
+                print(f"running {name} ...", flush=True)
+                figures.append(run_eval(name, *workload))
+
+    header = (
+        f"{'variant':<10}{'wall s':>8}{'setup s':>9}{'user chars':>12}"
+        f"{'prompt chars':>14}{'peak MB':>9}{'errors':>8}"
+    )
+    print("\n" + header)
+    for f in figures:
+        print(
+            f"{f.name:<10}{f.wall_s:>8.1f}{f.setup_s:>9.1f}{f.user_chars:>12.0f}"
+            f"{f.prompt_chars:>14.0f}{f.peak_mb:>9.0f}{f.errors:>4}/{f.rollouts}"
+        )
+    by_name = {f.name: f for f in figures}
+    if {"ours", "upstream"} <= by_name.keys():
+        ours, upstream = by_name["ours"], by_name["upstream"]
+        print(f"\nupstream / ours wall:   {ratio(upstream.wall_s, ours.wall_s)}")
+        print(
+            f"ours / upstream chars:  {ratio(ours.prompt_chars, upstream.prompt_chars)}"
+        )
+        print(f"ours / upstream memory: {ratio(ours.peak_mb, upstream.peak_mb)}")
+    if {"ours", "floor"} <= by_name.keys():
+        print(
+            f"ours / floor wall:      {ratio(by_name['ours'].wall_s, by_name['floor'].wall_s)}"
+        )
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = [sys.executable, "-m", "uvicorn", WORDLE_APP, "--port", str(port)]
+    with served([*server, "--log-level", "warning"], f"{url}/health"):
+        # Three rounds; the middle one by ratio damps a busy moment on the machine.
+        rounds = sorted(
+            (asyncio.run(step_overhead(url, args.step_episodes)) for _ in range(3)),
+            key=lambda r: r[1] / r[0],
+        )
+    raw, ours, inner = rounds[1]
+    print(
+        f"\nper step (median): raw client {raw * 1e3:.2f} ms, our user {ours * 1e3:.2f} "
+        f"ms ({ratio(ours, raw)} raw); the client step inside ours "
+        f"{inner * 1e3:.2f} ms ({ratio(ours, inner)})"
+    )
+
+
+if __name__ == "__main__":
+    main()
