@@ -111,8 +111,10 @@ class OpenEnvConfig(vf.TasksetConfig):
     sessions_per_server: int | None = Field(None, ge=1)
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""
-    max_servers: int = Field(4, ge=1)
-    """Most shared servers launched at once for this taskset."""
+    max_servers: int | None = Field(None, ge=1)
+    """Most shared servers launched at once for this taskset; unset, one more is
+    launched whenever all are full (an env without concurrent sessions then gets a
+    server per concurrent rollout, reused by later ones)."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)

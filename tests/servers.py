@@ -131,10 +131,14 @@ def wordle_uv_servers() -> list[tuple[int, str]]:
 
 
 def run_eval(
-    args: list[str], cwd: Path, timeout: float = 300.0
+    args: list[str],
+    cwd: Path,
+    timeout: float = 300.0,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    """`eval ...` as a user types it (no push); returns the process and its traces."""
-    env = {**os.environ, "LOCAL_POLICY_KEY": "local"}
+    """`eval ...` as a user types it (no push); returns the process and its traces.
+    `env` adds to (or overrides) this process's environment."""
+    env = {**os.environ, "LOCAL_POLICY_KEY": "local", **(env or {})}
     proc = subprocess.run(
         [str(BIN / "eval"), *args, "--no-push"],
         cwd=cwd,
@@ -160,9 +164,9 @@ def model_flags(policy_url: str) -> list[str]:
     ]
 
 
-def wordle_uv_flags(resets: str) -> list[str]:
+def wordle_uv_flags(resets: str, app: str = WORDLE_APP) -> list[str]:
     """`eval` flags launching the local Wordle project with UV, one task per reset."""
-    kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
+    kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": app})
     return [
         "openenv-v1",
         "--taskset.env",

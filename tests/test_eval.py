@@ -1,10 +1,13 @@
 """Full `eval` runs through the CLI, as a user types them, against real servers."""
 
+import json
+import os
 import shutil
 import time
 
 import pytest
 
+from openenv_v1.core.uv_launch import uv_bin_dir
 from tests.servers import (
     ROOT,
     free_port,
@@ -119,6 +122,44 @@ def test_wordle_wrapper_runs_against_a_base_url(wordle_url, tmp_path):
     assert {t["task"]["data"]["reset"]["seed"] for t in traces} == {0, 1}
 
 
+def test_base_url_launches_and_clones_nothing(wordle_url, tmp_path):
+    """The Wordle wrapper pins `env` and an `app`; with a base_url none of it is used.
+    `uv` and `git` stand-ins first on PATH record every call (and run the real tool,
+    which verifiers itself uses): nothing is cloned and no env server is run."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    calls = tmp_path / "calls.log"
+    for tool in ("uv", "git"):
+        real = shutil.which(tool) or uv_bin_dir() + "/uv"
+        script = fake_bin / tool
+        script.write_text(
+            f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\nexec "{real}" "$@"\n'
+        )
+        script.chmod(0o755)
+    provider = json.dumps({"project_path": str(ROOT / "envs" / "wordle"), "port": 1})
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-wordle-v1",
+                "--taskset.base-url",
+                wordle_url,
+                "--taskset.task.user.provider-kwargs",
+                provider,
+                "-n",
+                "1",
+                *NULL_HARNESS,
+                *model_flags(policy),
+            ],
+            tmp_path,
+            env={"PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"},
+        )
+    assert_all_done(proc, traces, 1)
+    recorded = calls.read_text().splitlines() if calls.exists() else []
+    # verifiers runs `git rev-parse` on itself; a Space would need `git clone`.
+    assert not [c for c in recorded if c.startswith("git") and " clone " in c], recorded
+    assert not [c for c in recorded if "uvicorn" in c or "--isolated" in c], recorded
+
+
 def test_shipped_config_file_runs(tmp_path):
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     (tmp_path / "envs").symlink_to(ROOT / "envs")
@@ -154,6 +195,31 @@ def test_closed_port_ends_the_rollout_fast_with_the_cause(tmp_path):
     assert error["type"] == "UserError"
     assert closed in error["message"] and "ECONNREFUSED" in error["message"]
     assert elapsed < 60
+
+
+def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
+    started = time.monotonic()
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            [
+                *wordle_uv_flags('[{"seed": 1}, {"seed": 2}]', "wordle_env.nope:app"),
+                "-c",
+                "2",
+                *NULL_HARNESS,
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(traces) == 2
+    for trace in traces:
+        (error,) = trace["errors"]
+        assert error["type"] == "UserError"
+        assert "ModuleNotFoundError" in error["message"]
+        assert "wordle_env.nope" in error["message"]
+    assert elapsed < 60
+    assert wordle_uv_servers() == []
 
 
 @pytest.mark.parametrize("mode", ["wrong-field", "empty", "free-text"])

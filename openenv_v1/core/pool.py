@@ -12,7 +12,8 @@ process that builds the taskset (the eval, or one env-server worker):
   leasing process is gone;
 - the session limit is learned: a rollout refused with `CAPACITY_REACHED` hands its
   lease back as `rejected`, which caps that server at the sessions it already holds,
-  and more servers are launched (up to `max_servers`) while every one is full;
+  and one more server is launched (up to `max_servers`, if set) while every one is
+  full;
 - a failed launch (wrong `app`, missing dependency) fails every waiting lease at once
   with the launcher's diagnosis; a server that dies later is dropped and replaced.
 
@@ -83,7 +84,7 @@ class ServerPool:
         target: EnvTarget,
         *,
         sessions_per_server: int | None = None,
-        max_servers: int = 4,
+        max_servers: int | None = None,
         capacity_wait_s: float = 30.0,
     ) -> None:
         if target.base_url or target.use_docker or not target.env:
@@ -146,7 +147,9 @@ class ServerPool:
                     full_since = None
                 elif self._failure is not None:
                     raise EnvFailure(self._failure)
-                elif len(self._servers) < self._max_servers:
+                elif (
+                    self._max_servers is None or len(self._servers) < self._max_servers
+                ):
                     self._launch_locked()
                     continue
                 else:
