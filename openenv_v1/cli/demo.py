@@ -304,7 +304,7 @@ def _report(
     ]
     if summary.errors:
         rows.append(("errors", f"{len(summary.errors)}: {summary.errors[0]}"))
-    print("openenv-v1 demo summary")
+    print("\nopenenv-v1 demo summary")
     for label, text in rows:
         print(f"  {label:<14}{text}")
     if eval_code != 0:
