@@ -7,6 +7,7 @@ rollout cancelled while it launches or plays.
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -41,9 +42,16 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
         (signal.SIGKILL, True),
         (signal.SIGKILL, False),
         (signal.SIGTERM, True),
+        (signal.SIGTERM, False),
         (signal.SIGINT, True),
     ],
-    ids=["sigkill-shared", "sigkill-per-rollout", "sigterm-shared", "sigint-shared"],
+    ids=[
+        "sigkill-shared",
+        "sigkill-per-rollout",
+        "sigterm-shared",
+        "sigterm-per-rollout",
+        "sigint-shared",
+    ],
 )
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
     assert wordle_uv_servers() == []
@@ -84,6 +92,48 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 raise
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
         assert wait_until(lambda: processes_matching("openenv_v1.user") == [], 20)
+
+
+def test_a_rollout_cut_off_stops_its_own_server_before_the_next_starts(tmp_path):
+    """Per-rollout servers, one rollout at a time, each cut off mid-episode by the
+    rollout timeout (verifiers tears its user simulator down): if a cut-off rollout
+    left its server behind, two servers would be up at once."""
+    assert wordle_uv_servers() == []
+    most = 0
+    with policy_server("slow", delay=20) as policy:
+        eval_proc = subprocess.Popen(
+            wordle_uv_eval_command(
+                policy,
+                '[{"seed": 1}, {"seed": 2}]',
+                "--taskset.shared-servers",
+                "false",
+                "-c",
+                "1",
+                "--timeout.rollout",
+                "5",
+            ),
+            cwd=tmp_path,
+            env={**os.environ, "LOCAL_POLICY_KEY": "local"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 240
+            while eval_proc.poll() is None and time.monotonic() < deadline:
+                most = max(most, len(wordle_uv_servers()))
+                time.sleep(0.1)
+        finally:
+            if eval_proc.poll() is None:
+                eval_proc.kill()
+    assert eval_proc.returncode == 0
+    traces = [
+        json.loads(line)
+        for path in tmp_path.glob("outputs/*/*/traces.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert [t["stop_condition"] for t in traces] == ["harness_timeout"] * 2
+    assert most == 2  # uv + uvicorn of one server at a time, never two servers
+    assert wait_until(lambda: wordle_uv_servers() == [], 20)
 
 
 def uv_target(**extra) -> EnvTarget:
