@@ -19,21 +19,7 @@ from typing import IO
 
 import httpx
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_owner() -> None:
-    """Runs in the child between fork and exec. The signal is tied to the thread that
-    forks, so owned processes are started from the main thread."""
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+from openenv_v1.core.process_group import die_with_owner, signal_group
 
 
 class OwnedProcess:
@@ -67,7 +53,7 @@ class OwnedProcess:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=_die_with_owner,
+                preexec_fn=die_with_owner,
             )
         finally:
             if log is not None:

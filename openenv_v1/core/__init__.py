@@ -3,8 +3,12 @@
 Nothing here imports verifiers; `openenv_v1.user` binds it to a verifiers user simulator.
 The flow of one episode, one module each:
 
-    launch.py      open_env: UV / Docker launch or a base_url connection, owned by a stack
+    launch.py      open_env: a shared server's session, a UV / Docker launch of one's
+                   own, or a base_url connection, all owned by a stack
+    pool.py        ServerPool: UV servers launched once and leased by many rollouts
     uv_launch.py   the UV provider extension that owns its process tree
+    process_group.py  a process group and a parent-death signal per child
+    light_import.py   OpenEnv's client imported without gradio
     schema.py      ActionSpec: the live action schema and, for MCP envs, the tool list
     actions.py     parse_action: a model reply -> an action dict, or InvalidAction
     render.py      observations, the action format and feedback as model-facing text

@@ -33,6 +33,7 @@ import httpx
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.light_import import without_gradio
+from openenv_v1.core.process_group import die_with_owner, signal_group
 
 with without_gradio():
     from openenv.core.containers.runtime.uv_provider import (
@@ -44,7 +45,6 @@ with without_gradio():
     )
 
 LOG_TAIL_CHARS = 2000
-_PR_SET_PDEATHSIG = 1
 # Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
 _NO_GRADIO_DIR = str(Path(__file__).parent / "no_gradio")
 
@@ -65,14 +65,6 @@ def ensure_uv_on_path() -> None:
     without activating the venv), since OpenEnv's provider looks `uv` up on PATH."""
     if shutil.which("uv") is None and (bin_dir := uv_bin_dir()):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-
-
-def _die_with_owner() -> None:
-    """Runs in the child between fork and exec: SIGTERM when the owner thread dies."""
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class SupervisedUVProvider(UVProvider):
@@ -149,7 +141,7 @@ class SupervisedUVProvider(UVProvider):
                 stdout=fd,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_owner,
+                preexec_fn=die_with_owner,
             )
         except OSError as e:
             self._discard_files()
@@ -198,14 +190,14 @@ class SupervisedUVProvider(UVProvider):
         """SIGTERM the process group, SIGKILL it after 10 s, then remove temp files."""
         process, self._process, self._base_url = self._process, None, None
         if process is not None:
-            _signal_group(process.pid, signal.SIGTERM)
+            signal_group(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=10.0)
             except subprocess.TimeoutExpired:
-                _signal_group(process.pid, signal.SIGKILL)
+                signal_group(process.pid, signal.SIGKILL)
                 process.wait(timeout=5.0)
             # uv exits once uvicorn has; anything left in the group gets no grace.
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
         self._discard_files()
 
     def _discard_files(self) -> None:
@@ -235,8 +227,3 @@ def _diagnose(tail: str) -> str:
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
