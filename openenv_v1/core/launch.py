@@ -123,6 +123,13 @@ def uv_launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
     return provider, start_args
 
 
+def uv_launch_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
+    """The failure of a UV launch of `target`, naming the cause: an `EnvFailure`'s
+    own text (e.g. the server's output tail), or the exception described."""
+    cause = str(exc) if isinstance(exc, EnvFailure) else describe(exc)
+    return EnvFailure(f"cannot launch {target.env} with the UV provider: {cause}")
+
+
 async def _connect(
     target: EnvTarget, url: str, stack: contextlib.AsyncExitStack, *, what: str
 ) -> Any:
@@ -148,12 +155,8 @@ async def _open_uv(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
         # Abandoned on cancellation: the stack's `stop` then ends the server, and
         # with it the wait.
         await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
-    except EnvFailure as e:
-        raise EnvFailure(f"cannot launch {target.env} with the UV provider: {e}") from e
     except Exception as e:
-        raise EnvFailure(
-            f"cannot launch {target.env} with the UV provider: {describe(e)}"
-        ) from e
+        raise uv_launch_failure(target, e) from e
     return await _connect(target, url, stack, what=f"the launched {target.env} server")
 
 

@@ -40,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from openenv_v1.core.errors import EnvFailure, describe
-from openenv_v1.core.launch import EnvTarget, uv_launch_plan
+from openenv_v1.core.launch import EnvTarget, uv_launch_failure, uv_launch_plan
 
 logger = logging.getLogger(__name__)
 
@@ -165,8 +165,7 @@ class ServerPool:
 
     def release(self, lease_id: str) -> None:
         with self._cond:
-            if (lease := self._leases.pop(lease_id, None)) is not None:
-                lease.server.leases.discard(lease_id)
+            if self._drop_lease_locked(lease_id) is not None:
                 self._cond.notify_all()
 
     def close(self) -> None:
@@ -215,13 +214,10 @@ class ServerPool:
         except Exception as e:
             with contextlib.suppress(Exception):
                 server.provider.stop()
-            message = str(e) if isinstance(e, EnvFailure) else describe(e)
             with self._cond:
                 if server in self._servers:
                     self._servers.remove(server)
-                self._failure = (
-                    f"cannot launch {self._target.env} with the UV provider: {message}"
-                )
+                self._failure = str(uv_launch_failure(self._target, e))
                 self._cond.notify_all()
             logger.error("%s", self._failure)
             return
@@ -230,12 +226,17 @@ class ServerPool:
             self._cond.notify_all()
         logger.info("shared env server for %s up at %s", self._target.env, url)
 
-    def _learn_capacity_locked(self, lease_id: str) -> None:
+    def _drop_lease_locked(self, lease_id: str) -> _Lease | None:
         lease = self._leases.pop(lease_id, None)
+        if lease is not None:
+            lease.server.leases.discard(lease_id)
+        return lease
+
+    def _learn_capacity_locked(self, lease_id: str) -> None:
+        lease = self._drop_lease_locked(lease_id)
         if lease is None:
             return
         server = lease.server
-        server.leases.discard(lease_id)
         limit = max(1, len(server.leases))
         if server.capacity is None or limit < server.capacity:
             server.capacity = limit
@@ -246,8 +247,7 @@ class ServerPool:
         """Drop leases of processes that are gone and servers that died."""
         for lease_id, lease in list(self._leases.items()):
             if not _pid_alive(lease.pid):
-                del self._leases[lease_id]
-                lease.server.leases.discard(lease_id)
+                self._drop_lease_locked(lease_id)
         for server in list(self._servers):
             if server.ready and not server.alive():
                 logger.warning("shared env server %s exited; dropping it", server.url)
