@@ -138,19 +138,28 @@ def run_eval(
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """`eval ...` as a user types it (no push); returns the process and its traces.
     `env` adds to (or overrides) this process's environment."""
-    env = {**os.environ, "LOCAL_POLICY_KEY": "local", **(env or {})}
     proc = subprocess.run(
         [str(BIN / "eval"), *args, "--no-push"],
         cwd=cwd,
-        env=env,
+        env=eval_environ(env),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+    return proc, read_traces(cwd)
+
+
+def eval_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment plus the local policy's key, for an `eval`."""
+    return {**os.environ, "LOCAL_POLICY_KEY": "local", **(extra or {})}
+
+
+def read_traces(cwd: Path) -> list[dict]:
+    """Every trace an eval run in `cwd` wrote."""
     traces = []
     for path in sorted(cwd.glob("outputs/*/*/traces.jsonl")):
         traces += [json.loads(line) for line in path.read_text().splitlines() if line]
-    return proc, traces
+    return traces
 
 
 def model_flags(policy_url: str) -> list[str]:

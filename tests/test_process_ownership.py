@@ -7,8 +7,6 @@ rollout cancelled while it launches or plays.
 
 import asyncio
 import contextlib
-import json
-import os
 import signal
 import subprocess
 import time
@@ -20,8 +18,10 @@ from openenv_v1.core.pool import ServerPool
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
+    eval_environ,
     policy_server,
     processes_matching,
+    read_traces,
     wordle_uv_eval_command,
     wordle_uv_servers,
 )
@@ -65,7 +65,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 str(shared).lower(),
             ),
             cwd=tmp_path,
-            env={**os.environ, "LOCAL_POLICY_KEY": "local"},
+            env=eval_environ(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -113,7 +113,7 @@ def test_a_rollout_cut_off_stops_its_own_server_before_the_next_starts(tmp_path)
                 "5",
             ),
             cwd=tmp_path,
-            env={**os.environ, "LOCAL_POLICY_KEY": "local"},
+            env=eval_environ(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -126,11 +126,7 @@ def test_a_rollout_cut_off_stops_its_own_server_before_the_next_starts(tmp_path)
             if eval_proc.poll() is None:
                 eval_proc.kill()
     assert eval_proc.returncode == 0
-    traces = [
-        json.loads(line)
-        for path in tmp_path.glob("outputs/*/*/traces.jsonl")
-        for line in path.read_text().splitlines()
-    ]
+    traces = read_traces(tmp_path)
     assert [t["stop_condition"] for t in traces] == ["harness_timeout"] * 2
     assert most == 2  # uv + uvicorn of one server at a time, never two servers
     assert wait_until(lambda: wordle_uv_servers() == [], 20)

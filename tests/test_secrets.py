@@ -1,7 +1,6 @@
 """`forward_env`: values reach the launched env server, and nowhere else."""
 
 import json
-import os
 import secrets
 import subprocess
 import threading
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import (
+    eval_environ,
     policy_server,
     processes_matching,
     wordle_uv_eval_command,
@@ -50,7 +50,7 @@ def test_forwarded_secret_reaches_the_server_but_no_file(tmp_path, shared):
                 json.dumps([NAME]),
             ),
             cwd=tmp_path,
-            env={**os.environ, "LOCAL_POLICY_KEY": "local", NAME: value},
+            env=eval_environ({NAME: value}),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
