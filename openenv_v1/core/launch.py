@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 _START_KEYS = ("port", "env_vars", "workers")
 # Refused sessions a rollout retries on other shared servers before giving up.
 _MAX_REFUSALS = 50
+# Connection failures on leased servers before the rollout gives up.
+_MAX_UNREACHABLE = 3
 
 
 @dataclass(frozen=True)
@@ -210,17 +212,30 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
 async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
     """A session on one of the pool's shared servers. The server creates the session
     as the socket opens, so a full one is found out by a first cheap message (`state`);
-    that lease goes back as `rejected` and the pool finds (or launches) another."""
+    that lease goes back as `rejected` and the pool finds (or launches) another. A
+    server that cannot be connected to goes back as `unreachable` (the pool replaces
+    it if it is down), and the next one is tried, a few times at most."""
     assert target.pool_url is not None
     pool = _PoolClient(target.pool_url)
     rejected: str | None = None
+    unreachable: str | None = None
+    unreachable_left = _MAX_UNREACHABLE
     for attempt in range(_MAX_REFUSALS):
-        lease, url = await pool.lease(rejected)
+        lease, url = await pool.lease(rejected=rejected, unreachable=unreachable)
+        rejected = unreachable = None
         async with contextlib.AsyncExitStack() as session:
             session.push_async_callback(pool.release, lease)
-            client = await _connect(
-                target, url, session, what=f"the shared {target.env} server"
-            )
+            try:
+                client = await _connect(
+                    target, url, session, what=f"the shared {target.env} server"
+                )
+            except EnvFailure:
+                unreachable_left -= 1
+                if unreachable_left <= 0:
+                    raise
+                session.pop_all()  # the lease goes back as `unreachable` instead
+                unreachable = lease
+                continue
             try:
                 await asyncio.wait_for(client.state(), target.connect_timeout_s)
             except Exception as e:
@@ -245,8 +260,10 @@ class _PoolClient:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    async def lease(self, rejected: str | None) -> tuple[str, str]:
-        body = {"pid": os.getpid(), "rejected": rejected}
+    async def lease(
+        self, *, rejected: str | None, unreachable: str | None
+    ) -> tuple[str, str]:
+        body = {"pid": os.getpid(), "rejected": rejected, "unreachable": unreachable}
         try:
             # The pool answers once a server is up or the wait is over: no timeout.
             async with httpx.AsyncClient(timeout=None, trust_env=False) as http:

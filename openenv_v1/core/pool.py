@@ -15,7 +15,9 @@ process that builds the taskset (the eval, or one env-server worker):
   and one more server is launched (up to `max_servers`, if set) while every one is
   full;
 - a failed launch (wrong `app`, missing dependency) fails every waiting lease at once
-  with the launcher's diagnosis; a server that dies later is dropped and replaced.
+  with the launcher's diagnosis; a server that dies later is dropped and replaced, as
+  is one a rollout could not reach (its lease handed back as `unreachable`) that then
+  fails a health check.
 
 Servers are forked from one long-lived thread, which is what their parent-death signal
 is tied to: if this process is killed outright, they still get SIGTERM. `close()` (also
@@ -38,6 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.launch import EnvTarget, uv_launch_failure, uv_launch_plan
@@ -121,11 +125,19 @@ class ServerPool:
         atexit.register(self.close)
         return self.url
 
-    def lease(self, pid: int, rejected: str | None = None) -> tuple[str, str]:
+    def lease(
+        self, pid: int, rejected: str | None = None, unreachable: str | None = None
+    ) -> tuple[str, str]:
         """A `(lease id, server URL)` with room for one more session, waiting for a
         server to start or a session to end. Raises `EnvFailure` when no server can be
         had: a failed launch (with its diagnosis), or every server full for longer than
-        `capacity_wait_s`."""
+        `capacity_wait_s`.
+
+        `rejected` hands back a lease whose server answered `CAPACITY_REACHED`;
+        `unreachable` one whose server could not be connected to, which is dropped
+        (and stopped) unless it answers `/health`."""
+        if unreachable is not None:
+            self._check_unreachable(unreachable)
         full_since: float | None = None
         with self._cond:
             if rejected is not None:
@@ -250,12 +262,48 @@ class ServerPool:
                 self._drop_lease_locked(lease_id)
         for server in list(self._servers):
             if server.ready and not server.alive():
-                logger.warning("shared env server %s exited; dropping it", server.url)
-                self._servers.remove(server)
-                for lease_id in server.leases:
-                    self._leases.pop(lease_id, None)
-                with contextlib.suppress(Exception):
-                    server.provider.stop()
+                self._drop_server_locked(server, "exited")
+
+    def _check_unreachable(self, lease_id: str) -> None:
+        """A rollout could not connect to its leased server. The process may still
+        look alive (uv outlives uvicorn for a moment; a hung server never exits), so
+        ask `/health` itself, off the lock, and drop the server if it does not answer."""
+        with self._cond:
+            lease = self._drop_lease_locked(lease_id)
+            self._cond.notify_all()
+        if lease is None or lease.server.url is None:
+            return
+        if _answers_health(lease.server.url):
+            return
+        with self._cond:
+            if lease.server in self._servers:
+                self._drop_server_locked(lease.server, "does not answer /health")
+
+    def _drop_server_locked(self, server: _Server, why: str) -> None:
+        """Forget a broken server and its leases; its process group is killed off
+        the lock, with no grace period since it is not serving anyone."""
+        logger.warning("shared env server %s %s; dropping it", server.url, why)
+        self._servers.remove(server)
+        for lease_id in server.leases:
+            self._leases.pop(lease_id, None)
+        server.leases.clear()
+        threading.Thread(
+            target=_kill_quietly, args=(server.provider,), name="openenv-v1-stop"
+        ).start()
+        self._cond.notify_all()
+
+
+def _answers_health(url: str, timeout_s: float = 2.0) -> bool:
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
+            return http.get(f"{url}/health").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _kill_quietly(provider: Any) -> None:
+    with contextlib.suppress(Exception):
+        provider.stop(grace_s=0.0)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -281,7 +329,11 @@ def _handler_for(pool: ServerPool) -> type[BaseHTTPRequestHandler]:
                 length = int(self.headers.get("Content-Length") or 0)
                 body: Mapping[str, Any] = json.loads(self.rfile.read(length) or b"{}")
                 if action == LEASE_PATH:
-                    lease_id, url = pool.lease(int(body["pid"]), body.get("rejected"))
+                    lease_id, url = pool.lease(
+                        int(body["pid"]),
+                        rejected=body.get("rejected"),
+                        unreachable=body.get("unreachable"),
+                    )
                     self._reply(200, {"lease": lease_id, "url": url})
                 elif action == RELEASE_PATH:
                     pool.release(str(body["lease"]))

@@ -186,13 +186,14 @@ class SupervisedUVProvider(UVProvider):
             return self._log_path.read_text(errors="replace")[-limit:].strip()
         return ""
 
-    def stop(self) -> None:
-        """SIGTERM the process group, SIGKILL it after 10 s, then remove temp files."""
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the process group, SIGKILL it after `grace_s`, then remove temp
+        files."""
         process, self._process, self._base_url = self._process, None, None
         if process is not None:
             signal_group(process.pid, signal.SIGTERM)
             try:
-                process.wait(timeout=10.0)
+                process.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 signal_group(process.pid, signal.SIGKILL)
                 process.wait(timeout=5.0)
