@@ -160,8 +160,8 @@ async def test_docker_launch_serves_wordle_and_stops_and_removes_the_container(
     assert calls == [
         ["version"],
         run_argv(name, port, env_vars, IMAGE),
-        ["stop", container["id"]],
-        ["rm", container["id"]],
+        ["stop", "-t", "5", container["id"]],
+        ["rm", "-f", container["id"]],
     ]
     assert fake_docker.containers() == []
     assert not alive(pid), cmdline_of(pid)
@@ -195,7 +195,10 @@ async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
     calls = fake_docker.calls()
     assert calls[1][:6] == ["run", "-d", "--name", calls[1][3], "-p", f"{port}:8000"]
     assert calls[1][-1] == ODD_IMAGE
-    assert calls[2:] == [["stop", container["id"]], ["rm", container["id"]]]
+    assert calls[2:] == [
+        ["stop", "-t", "5", container["id"]],
+        ["rm", "-f", container["id"]],
+    ]
     assert fake_docker.containers() == []
     assert not alive(container["pid"])
 
@@ -210,8 +213,10 @@ async def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(fake_docke
     assert "registry.hf.space/openenv-wordle:no-such-tag" in message
     assert "manifest unknown" in message
     assert time.monotonic() - started < 10
-    # Nothing was created, so there is nothing to stop.
-    assert [call[0] for call in fake_docker.calls()] == ["version", "run"]
+    # Nothing ran, so nothing is stopped; a container Docker may have created under
+    # the run's name is removed.
+    calls = fake_docker.calls()
+    assert calls[2:] == [["rm", "-f", calls[1][3]]]
     assert fake_docker.containers() == []
 
 
@@ -232,10 +237,11 @@ async def test_a_busy_host_port_fails_naming_the_port(fake_docker):
             with pytest.raises(EnvFailure) as info:
                 await open_env(docker_target(tag=TAG, port=port), stack)
     assert f"0.0.0.0:{port} failed: port is already allocated" in str(info.value)
-    # Docker keeps the container it created but could not start; OpenEnv never
-    # removes it (it had no id yet). No server runs for it, though.
-    (container,) = fake_docker.containers()
-    assert container["pid"] is None
+    # Docker kept the container it created but could not start. OpenEnv got no id
+    # for it, so it is removed by the name the run gave it.
+    calls = fake_docker.calls()
+    assert calls[2:] == [["rm", "-f", calls[1][3]]]
+    assert fake_docker.containers() == []
 
 
 async def test_a_failed_docker_run_keeps_forwarded_secrets_off_the_error(fake_docker):

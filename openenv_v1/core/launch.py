@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import os
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,7 +185,7 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
     image = f"registry.hf.space/{hf_space_subdomain(target.env)}:{tag}"
     try:
         provider = await anyio.to_thread.run_sync(LocalDockerProvider)
-        stack.push_async_callback(anyio.to_thread.run_sync, provider.stop_container)
+        stack.push_async_callback(anyio.to_thread.run_sync, _remove_container, provider)
         url = await anyio.to_thread.run_sync(
             functools.partial(provider.start_container, image, **start_args)
         )
@@ -200,6 +201,25 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
             f"cannot launch {target.env} with the Docker provider: {message}"
         ) from None
     return await _connect(target, url, stack, what=f"the {target.env} container")
+
+
+def _remove_container(provider: Any) -> None:
+    """Stop and remove whatever the provider's `docker run` created. OpenEnv's own
+    `stop_container` misses two cases: a run that created the container and then
+    failed (a busy host port) leaves it behind, having no id for it, and a `stop` that
+    fails or times out skips the `rm`. OpenEnv keeps the id and name only on private
+    attributes, so they are read from there."""
+    container_id = getattr(provider, "_container_id", None)
+    name = getattr(provider, "_container_name", None)
+    commands = []
+    if container_id:
+        commands.append(["docker", "stop", "-t", "5", container_id])
+    if container_id or name:
+        commands.append(["docker", "rm", "-f", container_id or name])
+    for argv in commands:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    provider._container_id = provider._container_name = None
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:
