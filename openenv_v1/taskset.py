@@ -19,7 +19,9 @@ import verifiers.v1 as vf
 
 from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig
 from openenv_v1.core import EnvTarget
+from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.pool import ServerPool
+from openenv_v1.logs import route_to_verifiers
 from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 
@@ -82,9 +84,20 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
     def __init__(self, config: OpenEnvConfig) -> None:
         config.require_target()
         super().__init__(config)
+        route_to_verifiers()
         secret_env = config.forwarded_values()
         self.pool: ServerPool | None = None
         user = config.task.user
+        # Here rather than in the rollouts: their logs are not kept by verifiers.
+        warn_unknown_reset_kwargs(
+            EnvTarget(
+                env=config.env,
+                base_url=config.base_url,
+                use_docker=bool(config.use_docker),
+                provider_kwargs=user.provider_kwargs,
+            ),
+            config.resets,
+        )
         if config.shares_servers():
             self.pool = ServerPool(
                 EnvTarget(

@@ -98,6 +98,9 @@ def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
             tmp_path,
         )
     assert_all_done(proc, traces, 2)
+    # The adapter's own log lines land in the run's log, next to verifiers' own.
+    (log,) = tmp_path.glob("outputs/*/*/eval.log")
+    assert log.read_text().count("shared env server for local/wordle up at") == 1
     deadline = time.monotonic() + 10
     while wordle_uv_servers() and time.monotonic() < deadline:
         time.sleep(0.2)

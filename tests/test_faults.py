@@ -23,7 +23,8 @@ path. Each failure case and the tests that cover it (here unless a module is nam
     test_rejected_reset_fails_fast_with_env_text;
     test_episode.py::test_rejected_reset_kwargs_name_the_env_error
 - unknown reset kwarg (warned once per key; OpenEnv drops it silently):
-    test_unknown_reset_kwarg_is_warned_once_per_key
+    test_unknown_reset_kwarg_is_warned_once_per_key;
+    test_unknown_reset_kwargs_are_warned_in_the_run_log_when_the_taskset_is_built
 - server at capacity (bounded backoff, then a clear error):
     test_capacity_wait_is_bounded_then_named;
     test_capacity_one_serves_concurrent_rollouts_in_turn (eval, 2 concurrent rollouts)
@@ -215,6 +216,53 @@ async def test_rejected_reset_fails_fast_with_env_text(faulty_url):
 
 def warnings(caplog) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == episode_module.__name__]
+
+
+def test_unknown_reset_kwargs_are_warned_in_the_run_log_when_the_taskset_is_built(
+    tmp_path, monkeypatch
+):
+    """The rollouts' own logs are not kept by verifiers, so the taskset warns up
+    front, through the logging verifiers' CLI sets up (console and `eval.log`)."""
+    from loguru import logger as loguru_logger
+    from verifiers.v1.utils.logging import LIBRARY_LOGGER, setup_logging
+
+    from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
+    from openenv_v1.logs import OUR_LOGGER
+
+    monkeypatch.setattr(episode_module, "_warned_reset_keys", set())
+    ours, theirs = logging.getLogger(OUR_LOGGER), logging.getLogger(LIBRARY_LOGGER)
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg in (ours, theirs)]
+    log_file = tmp_path / "eval.log"
+    setup_logging("INFO", log_file=str(log_file), console=False)
+    try:
+        OpenEnvTaskset(
+            OpenEnvConfig(
+                env="local/faulty",
+                resets=[{"difficulty": "hard", "level": 3}, {"level": 4}, {}],
+                shared_servers=False,
+                task={
+                    "user": {
+                        "provider_kwargs": {
+                            "project_path": str(FAULTY_DIR),
+                            "app": "faulty_env:app",
+                        }
+                    }
+                },
+            )
+        )
+    finally:
+        loguru_logger.remove()
+        for lg, handlers, level, propagate in saved:
+            lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
+    lines = [
+        line for line in log_file.read_text().splitlines() if "reset kwarg" in line
+    ]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        "WARNING local/faulty: reset kwarg 'level' (in 2 of 3 resets) is not a "
+        "parameter of the env's reset (FaultyEnvironment.reset in faulty_env.py); "
+        "OpenEnv drops it without telling the env"
+    )
 
 
 async def test_unknown_reset_kwarg_is_warned_once_per_key(

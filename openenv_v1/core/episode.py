@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -153,17 +154,8 @@ class EnvEpisode:
         return render_opening(result.observation, self.spec, self.render)
 
     def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
-        params = self.reset_params
-        for key in params.unknown(kwargs) if params else ():
-            if key not in _warned_reset_keys:
-                _warned_reset_keys.add(key)
-                logger.warning(
-                    "%s: reset kwarg %r is not a parameter of the env's reset (%s); "
-                    "OpenEnv drops it without telling the env",
-                    self.label,
-                    key,
-                    params.where,
-                )
+        if self.reset_params is not None:
+            _warn_unknown_keys(self.label, self.reset_params, [kwargs])
 
     async def act(self, reply: str) -> str:
         """Apply one model reply and return the next user turn."""
@@ -289,6 +281,41 @@ async def open_episode(
         observation_format,
         message_timeout_s=target.message_timeout_s,
     )
+
+
+def warn_unknown_reset_kwargs(
+    target: EnvTarget, resets: Sequence[Mapping[str, Any]]
+) -> ResetParams | None:
+    """Log, once per key, each reset kwarg of `resets` that the env's `reset` does not
+    take (OpenEnv drops those silently). Only for a target launched from local source;
+    returns the parameters read, or None when there is no source to read."""
+    source = env_source_dir(target)
+    params = read_reset_params(source) if source else None
+    if params is not None:
+        _warn_unknown_keys(target.label, params, resets)
+    return params
+
+
+def _warn_unknown_keys(
+    label: str, params: ResetParams, resets: Sequence[Mapping[str, Any]]
+) -> None:
+    counts: dict[str, int] = {}
+    for kwargs in resets:
+        for key in params.unknown(dict(kwargs)):
+            counts[key] = counts.get(key, 0) + 1
+    for key, count in counts.items():
+        if key in _warned_reset_keys:
+            continue
+        _warned_reset_keys.add(key)
+        share = f" (in {count} of {len(resets)} resets)" if len(resets) > 1 else ""
+        logger.warning(
+            "%s: reset kwarg %r%s is not a parameter of the env's reset (%s); "
+            "OpenEnv drops it without telling the env",
+            label,
+            key,
+            share,
+            params.where,
+        )
 
 
 def env_source_dir(target: EnvTarget) -> str | None:

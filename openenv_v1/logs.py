@@ -1,0 +1,33 @@
+"""Our log records, shown where verifiers shows its own.
+
+verifiers' CLIs route only the `verifiers.v1` logger, to the console and to the run's
+`eval.log`. A record of an `openenv_v1.*` logger would reach nothing but Python's
+last-resort stderr handler, which the `--rich` dashboard turns off, and never the log
+file. `route_to_verifiers` hands them to that logger, at its level.
+"""
+
+from __future__ import annotations
+
+import logging
+
+VERIFIERS_LOGGER = "verifiers.v1"
+OUR_LOGGER = "openenv_v1"
+
+
+class _ToVerifiers(logging.Handler):
+    """Passes each record on to the `verifiers.v1` logger's handlers."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(VERIFIERS_LOGGER)
+        if record.levelno >= target.getEffectiveLevel():
+            target.handle(record)
+
+
+def route_to_verifiers() -> None:
+    """Send `openenv_v1.*` records where verifiers sends its own; idempotent. Our
+    logger takes verifiers' level unless one was set for it explicitly."""
+    ours = logging.getLogger(OUR_LOGGER)
+    if not any(isinstance(h, _ToVerifiers) for h in ours.handlers):
+        ours.addHandler(_ToVerifiers())
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.getLogger(VERIFIERS_LOGGER).getEffectiveLevel())
