@@ -15,12 +15,17 @@ OUR_LOGGER = "openenv_v1"
 
 
 class _ToVerifiers(logging.Handler):
-    """Passes each record on to the `verifiers.v1` logger's handlers."""
+    """Passes each record to the `verifiers.v1` logger's own handlers only: the record
+    still propagates up from our logger, so going through verifiers' ancestors too
+    would deliver it twice wherever the root logger has a handler."""
 
     def emit(self, record: logging.LogRecord) -> None:
         target = logging.getLogger(VERIFIERS_LOGGER)
-        if record.levelno >= target.getEffectiveLevel():
-            target.handle(record)
+        if record.levelno < target.getEffectiveLevel():
+            return
+        for handler in target.handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
 
 
 def route_to_verifiers() -> None:
