@@ -168,6 +168,47 @@ async def test_docker_launch_serves_wordle_and_stops_and_removes_the_container(
     assert processes_matching(WORDLE_APP, f"--port {port}") == []
 
 
+async def test_docker_sees_the_same_launch_as_from_openenvs_own_from_env(fake_docker):
+    """The launcher makes the Docker branch of OpenEnv's `from_env` calls itself, off
+    the event loop and with its own launch timeout. What reaches `docker` is the same:
+    `from_env(..., use_docker=True)` runs here too, and the argv are compared."""
+    port = free_port()
+    env_vars = {"WORDLE_MAX_SESSIONS": "2"}
+    client = await GenericEnvClient.from_env(
+        SPACE, use_docker=True, tag=TAG, port=port, env_vars=env_vars
+    )
+    try:
+        assert (await client.reset(word="crane")).done is False
+    finally:
+        await client.close()
+    theirs = fake_docker.calls()
+    fake_docker.log.unlink()
+    async with contextlib.AsyncExitStack() as stack:
+        ours_client = await open_env(
+            docker_target(tag=TAG, port=port, env_vars=env_vars), stack
+        )
+        assert (await ours_client.reset(word="crane")).done is False
+    ours = fake_docker.calls()
+
+    def launch(calls: list[list[str]]) -> list[list[str]]:
+        version, run = calls[:2]
+        assert re.fullmatch(r"openenv-wordle-\d+", run[3])
+        return [version, [*run[:3], "<name>", *run[4:]]]
+
+    assert (
+        launch(ours)
+        == launch(theirs)
+        == [
+            ["version"],
+            run_argv("<name>", port, env_vars, IMAGE),
+        ]
+    )
+    # Both stop and remove their container; ours also removes one left "created".
+    assert [call[0] for call in theirs[2:]] == ["stop", "rm"]
+    assert [call[0] for call in ours[2:]] == ["stop", "rm"]
+    assert fake_docker.containers() == []
+
+
 async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
     fake_docker,
 ):
