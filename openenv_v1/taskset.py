@@ -88,25 +88,20 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         secret_env = config.forwarded_values()
         self.pool: ServerPool | None = None
         user = config.task.user
-        # Here rather than in the rollouts: their logs are not kept by verifiers.
-        warn_unknown_reset_kwargs(
-            EnvTarget(
-                env=config.env,
-                base_url=config.base_url,
-                use_docker=bool(config.use_docker),
-                provider_kwargs=user.provider_kwargs,
-            ),
-            config.resets,
+        launch = EnvTarget(
+            env=config.env,
+            base_url=config.base_url,
+            use_docker=bool(config.use_docker),
+            provider_kwargs=user.provider_kwargs,
+            secret_env=secret_env,
+            launch_timeout_s=user.launch_timeout_s,
+            web_ui=user.server_web_ui,
         )
+        # Here rather than in the rollouts: their logs are not kept by verifiers.
+        warn_unknown_reset_kwargs(launch, config.resets)
         if config.shares_servers():
             self.pool = ServerPool(
-                EnvTarget(
-                    env=config.env,
-                    provider_kwargs=user.provider_kwargs,
-                    secret_env=secret_env,
-                    launch_timeout_s=user.launch_timeout_s,
-                    web_ui=user.server_web_ui,
-                ),
+                launch,
                 sessions_per_server=config.sessions_per_server,
                 max_servers=config.max_servers,
                 capacity_wait_s=user.capacity_wait_s,

@@ -285,15 +285,14 @@ async def open_episode(
 
 def warn_unknown_reset_kwargs(
     target: EnvTarget, resets: Sequence[Mapping[str, Any]]
-) -> ResetParams | None:
+) -> None:
     """Log, once per key, each reset kwarg of `resets` that the env's `reset` does not
-    take (OpenEnv drops those silently). Only for a target launched from local source;
-    returns the parameters read, or None when there is no source to read."""
+    take (OpenEnv drops those silently). Only for a target launched from local source,
+    which is what tells."""
     source = env_source_dir(target)
     params = read_reset_params(source) if source else None
     if params is not None:
         _warn_unknown_keys(target.label, params, resets)
-    return params
 
 
 def _warn_unknown_keys(

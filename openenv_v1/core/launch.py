@@ -102,10 +102,7 @@ def uv_launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
     from openenv_v1.core.uv_launch import SupervisedUVProvider
 
     assert target.env is not None
-    kwargs = dict(target.provider_kwargs)
-    start_args = {k: kwargs.pop(k) for k in _START_KEYS if k in kwargs}
-    if target.secret_env:
-        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
+    kwargs, start_args = _split_start_args(target, _START_KEYS)
     project_path = kwargs.pop("project_path", None) or (
         f"git+https://huggingface.co/spaces/{target.env}"
     )
@@ -124,6 +121,19 @@ def uv_launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
             f"unsupported UV provider option in task.user.provider_kwargs: {e}"
         ) from e
     return provider, start_args
+
+
+def _split_start_args(
+    target: EnvTarget, start_keys: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`provider_kwargs` split into the provider's own options and the keyword
+    arguments of its start call (`start_keys`), with `secret_env` added to the
+    server's `env_vars`."""
+    kwargs = dict(target.provider_kwargs)
+    start_args = {k: kwargs.pop(k) for k in start_keys if k in kwargs}
+    if target.secret_env:
+        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
+    return kwargs, start_args
 
 
 def uv_launch_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
@@ -172,11 +182,8 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
         from openenv.core.utils import hf_space_subdomain
 
     assert target.env is not None
-    kwargs = dict(target.provider_kwargs)
+    kwargs, start_args = _split_start_args(target, ("port", "env_vars"))
     tag = kwargs.pop("tag", "latest")
-    start_args = {k: kwargs.pop(k) for k in ("port", "env_vars") if k in kwargs}
-    if target.secret_env:
-        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
     if kwargs:
         logger.warning(
             "Docker mode ignores provider_kwargs %s (the image runs its own command)",
