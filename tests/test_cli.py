@@ -49,6 +49,23 @@ def gone(*needles: str, within: float = 10.0) -> bool:
     return processes_matching(*needles) == []
 
 
+def interrupt_once_running(
+    proc: subprocess.Popen, *needles: str, timeout: float
+) -> tuple[str, str]:
+    """Ctrl-C `proc` as soon as a process matching `needles` runs (within 60 s), and
+    return its output; it must exit within `timeout` (it is killed otherwise)."""
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_matching(*needles):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_check_base_url_reports_schema_reset_step_seed_and_sessions(wordle_url):
     proc = run_cli(
         "check",
@@ -163,16 +180,7 @@ def test_ctrl_c_during_a_launch_stops_the_server_at_once():
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while not processes_matching(f"--port {port}"):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    out, _ = interrupt_once_running(proc, f"--port {port}", timeout=15)
     assert proc.returncode == 130
     assert "interrupted" in out
     assert gone(f"--port {port}")
@@ -228,16 +236,7 @@ def test_ctrl_c_during_the_demo_eval_stops_everything(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while not processes_matching("eval", str(tmp_path)):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _, err = interrupt_once_running(proc, "eval", str(tmp_path), timeout=60)
     assert proc.returncode == 130
     assert "interrupted; stopping everything it started" in err
     assert gone(f"--port {env_port}")
