@@ -21,7 +21,7 @@ import functools
 import logging
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,10 +81,16 @@ def http_base(url: str) -> str:
     return url.rstrip("/")
 
 
-async def open_env(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+async def open_env(
+    target: EnvTarget,
+    stack: contextlib.AsyncExitStack,
+    *,
+    on_launch: Callable[[Any], None] | None = None,
+) -> Any:
     """A connected `GenericEnvClient` for `target`, closed (and its server stopped or
     handed back) by `stack`. Raises `EnvFailure` naming the cause when it cannot be
-    had."""
+    had. `on_launch` is given the `SupervisedUVProvider` of a UV launch of its own once
+    the server is ready (which app it serves, and why)."""
     if target.base_url:
         return await _connect(target, target.base_url, stack, what="the OpenEnv server")
     if target.pool_url:
@@ -93,7 +99,7 @@ async def open_env(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
     if target.use_docker:
         return await _open_docker(target, stack)
-    return await _open_uv(target, stack)
+    return await _open_uv(target, stack, on_launch)
 
 
 def uv_launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
@@ -157,11 +163,16 @@ async def _connect(
         raise EnvFailure(f"cannot connect to {what} at {url}: {describe(e)}") from e
 
 
-async def _open_uv(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+async def _open_uv(
+    target: EnvTarget,
+    stack: contextlib.AsyncExitStack,
+    on_launch: Callable[[Any], None] | None,
+) -> Any:
     """Launch a server for this episode alone. `start()` runs on the calling thread,
-    which the server's parent-death signal is tied to; readiness is awaited off the
-    event loop."""
+    which the server's parent-death signal is tied to, and so does the relaunch of a
+    next app candidate; readiness is awaited off the event loop."""
     provider, start_args = uv_launch_plan(target)
+    provider.run_on_owner = anyio.from_thread.run_sync
     stack.callback(provider.stop)
     try:
         url = provider.start(**start_args)
@@ -170,6 +181,8 @@ async def _open_uv(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
         await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
     except Exception as e:
         raise uv_launch_failure(target, e) from e
+    if on_launch is not None:
+        on_launch(provider)
     return await _connect(target, url, stack, what=f"the launched {target.env} server")
 
 

@@ -35,7 +35,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -209,6 +209,7 @@ class ServerPool:
 
     def _launch_locked(self) -> None:
         provider, start_args = uv_launch_plan(self._target)
+        provider.run_on_owner = self._on_owner
         server = _Server(provider, capacity=self._sessions_per_server)
         self._servers.append(server)
         threading.Thread(
@@ -221,7 +222,7 @@ class ServerPool:
     def _bring_up(self, server: _Server, start_args: dict[str, Any]) -> None:
         """Fork the server from the owner thread, then wait for `/health` here."""
         try:
-            url = self._owner.submit(server.provider.start, **start_args).result()
+            url = self._on_owner(lambda: server.provider.start(**start_args))
             server.provider.wait_for_ready()
         except Exception as e:
             with contextlib.suppress(Exception):
@@ -236,7 +237,18 @@ class ServerPool:
         with self._cond:
             server.url, server.ready = url, True
             self._cond.notify_all()
-        logger.info("shared env server for %s up at %s", self._target.env, url)
+        choice = server.provider.app_choice
+        logger.info(
+            "shared env server for %s up at %s, serving app %s (%s)",
+            self._target.env,
+            url,
+            choice.app if choice else "?",
+            choice.source if choice else "?",
+        )
+
+    def _on_owner(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the launcher thread, which launched servers die with."""
+        return self._owner.submit(fn).result()
 
     def _drop_lease_locked(self, lease_id: str) -> _Lease | None:
         lease = self._leases.pop(lease_id, None)

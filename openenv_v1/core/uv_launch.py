@@ -1,36 +1,50 @@
-"""OpenEnv's UV provider, extended to own its process tree and fail fast.
+"""OpenEnv's UV provider, extended to serve real env projects, own its process tree
+and fail fast.
 
 `UVProvider` starts `uv run --isolated --project P -- uvicorn APP` and polls `/health`.
-Two gaps matter for rollouts, and this subclass closes them without changing how the
-server is launched:
+This subclass keeps that shape and closes the gaps that real OpenEnv env folders and
+rollouts run into:
 
-- Ownership. The upstream process joins its parent's process group and has no
-  parent-death signal, so a SIGKILLed owner leaves `uv` and `uvicorn` behind. Here `uv`
-  leads a process group of its own (stopping the group reaches uvicorn and its
-  workers) and receives SIGTERM when the thread that started it dies; uv forwards that
-  SIGTERM to uvicorn.
-- Diagnosis. A server that crashes on start (a wrong `app`, a missing dependency) only
-  showed up as a readiness timeout. Here its output goes to a log file, readiness
-  notices the exit at once, and the error carries the tail of that log.
-
-It also keeps gradio out of the server unless asked (`web_ui`): OpenEnv imports it only
-for its optional web interface, and that import is about half of a server's start.
+- App and working directory. The server runs with the env's folder as its working
+  directory and on its import path, as OpenEnv's Dockerfiles run it, so both the
+  `server.app:app` and the `<pkg>.server.app:app` layouts import. Without an `app`
+  setting, the candidates the project's own files name (`EnvProject.app_candidates`)
+  are tried in turn while the previous one cannot be imported.
+- Reuse. Instead of a new isolated environment per launch, each project gets one
+  prepared environment of its own, outside the project (`prepared_env_dir`), that uv
+  keeps in sync with the project and its lock; a repeated launch skips the install.
+  The project is touched as a plain `uv run` touches it (uv may write its `uv.lock`).
+- Ownership. `uv` leads a process group of its own (stopping the group reaches
+  uvicorn and its workers) and receives SIGTERM when the thread that started it dies;
+  uv forwards that SIGTERM to uvicorn.
+- Diagnosis. A server that crashes on start (a wrong `app`, a missing dependency, a
+  Python uv cannot provide) is noticed at once, and the error carries the tail of its
+  output and, where the cause is known, what to change.
+- gradio is kept out of servers whose project does not declare it, unless asked
+  (`web_ui`): OpenEnv imports it only for its optional web interface, and that import
+  is about half of a server's start.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 
+from openenv_v1.core.env_project import AppChoice, EnvProject
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.light_import import without_gradio
 from openenv_v1.core.process_group import die_with_owner, signal_group
@@ -40,13 +54,16 @@ with without_gradio():
         GIT_URL_PREFIX,
         UVProvider,
         _clone_git_project,
-        _create_uv_command,
         _find_free_port,
     )
 
+logger = logging.getLogger(__name__)
+
 LOG_TAIL_CHARS = 2000
+CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
 # Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
 _NO_GRADIO_DIR = str(Path(__file__).parent / "no_gradio")
+_T = TypeVar("_T")
 
 
 def uv_bin_dir() -> str | None:
@@ -67,24 +84,59 @@ def ensure_uv_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
 
+def prepared_env_dir(source: str, name: str) -> Path:
+    """Where the prepared environment of the env project at `source` (its absolute
+    path, or its `git+` URL) lives: under `$OPENENV_V1_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`)."""
+    root = os.environ.get(CACHE_DIR_VAR) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "openenv-v1",
+    )
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "env"
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    return Path(root) / "uv-envs" / f"{slug}-{digest}"
+
+
 class SupervisedUVProvider(UVProvider):
-    """A `UVProvider` whose server dies with its owner and reports why it failed.
+    """A `UVProvider` that finds the env's app, reuses its environment, dies with its
+    owner and reports why it failed.
 
     Start it from the thread that lives as long as the server should (the parent-death
-    signal is tied to the starting thread). `stop()` ends the whole process group.
+    signal is tied to the starting thread); `run_on_owner` runs a callable on that
+    thread, for the relaunch of a next app candidate from `wait_for_ready`. `stop()`
+    ends the whole process group, and no launch follows it.
     """
 
-    def __init__(self, *, project_path: str, web_ui: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        project_path: str,
+        app: str | None = None,
+        web_ui: bool = False,
+        run_on_owner: Callable[[Callable[[], Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         ensure_uv_on_path()
         self.web_ui = web_ui
+        self.run_on_owner = run_on_owner or _call
+        self._user_app = app
         try:
-            super().__init__(project_path=project_path, **kwargs)
+            super().__init__(project_path=project_path, app=app or "", **kwargs)
         except RuntimeError as e:
             raise EnvFailure(
                 f"cannot launch with the UV provider: {e} "
                 "(install uv, or `uv sync` this project so its packaged uv is used)"
             ) from e
+        self.project: EnvProject | None = None
+        self.app_choice: AppChoice | None = None
+        self.failed_apps: list[tuple[AppChoice, str]] = []
+        """Candidates that could not be imported, with the line that said so."""
+        self.gradio_hidden = False
+        self._candidates: list[AppChoice] = []
+        self._launch: tuple[int, dict[str, str], int] | None = None
         self._log_path: Path | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
 
     @property
     def pid(self) -> int | None:
@@ -101,83 +153,179 @@ class SupervisedUVProvider(UVProvider):
         workers: int = 1,
         **_: object,
     ) -> str:
+        """Fetch the project if it is a `git+` URL, choose the app, and start the
+        server with the first candidate; returns its base URL."""
         if self._process is not None and self._process.poll() is None:
             raise RuntimeError("UVProvider is already running")
-        project_path = self.project_path
-        if project_path.startswith(GIT_URL_PREFIX):
-            try:
-                self._clone_dir = _clone_git_project(
-                    project_path, self.context_timeout_s
-                )
-            except RuntimeError as e:
-                raise EnvFailure(
-                    f"could not fetch the environment source {project_path[len(GIT_URL_PREFIX) :]}: "
-                    f"{e}. Remote Space ids need git and network access; point "
-                    "task.user.provider_kwargs.project_path at a local checkout, or connect "
-                    "to a running server with base_url"
-                ) from e
-            project_path = self._clone_dir
-        bind_port = port or _find_free_port()
-        command = _create_uv_command(
-            host=self.host,
-            port=bind_port,
-            reload=self.reload,
-            workers=workers,
-            app=self.app,
-            project_path=project_path,
-        )
+        project = self.project = EnvProject.read(self._project_dir())
+        if self._user_app:
+            self._candidates = [AppChoice(self._user_app, "set in provider_kwargs.app")]
+        else:
+            self._candidates = project.app_candidates()
+        if not self._candidates:
+            raise EnvFailure(
+                f"no ASGI app found in {project.path}: no [project.scripts] server "
+                "entry, no `app` in openenv.yaml, no server/app.py; set "
+                "task.user.provider_kwargs.app to the module that calls "
+                "`create_app`, e.g. `<pkg>.server.app:app`"
+            )
         env = {**os.environ, **(self.env_vars or {}), **(env_vars or {})}
-        if not (self.web_ui or _truthy(env.get("ENABLE_WEB_INTERFACE"))):
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (_NO_GRADIO_DIR, env.get("PYTHONPATH")) if p
-            )
-        fd, log_path = tempfile.mkstemp(prefix="openenv-uv-", suffix=".log")
-        self._log_path = Path(log_path)
-        try:
-            self._process = subprocess.Popen(
-                command,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_owner,
-            )
-        except OSError as e:
-            self._discard_files()
-            raise EnvFailure(f"could not run {command[0]!r}: {e}") from e
-        finally:
-            os.close(fd)
-        client_host = "127.0.0.1" if self.host in {"0.0.0.0", "::"} else self.host
-        self._base_url = f"http://{client_host}:{bind_port}"
+        env.pop("VIRTUAL_ENV", None)  # the launcher's own venv, not the env's
+        source = self.project_path
+        env["UV_PROJECT_ENVIRONMENT"] = str(prepared_env_dir(source, project.name))
+        self.gradio_hidden = not (
+            self.web_ui
+            or project.declares_gradio
+            or _truthy(env.get("ENABLE_WEB_INTERFACE"))
+        )
+        paths = [_NO_GRADIO_DIR] if self.gradio_hidden else []
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*paths, str(project.path), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        self._launch = (port or _find_free_port(), env, workers)
+        self._spawn(self._candidates[0])
+        assert self._base_url is not None
         return self._base_url
 
+    def _project_dir(self) -> str:
+        if not self.project_path.startswith(GIT_URL_PREFIX):
+            return self.project_path
+        try:
+            self._clone_dir = _clone_git_project(
+                self.project_path, self.context_timeout_s
+            )
+        except RuntimeError as e:
+            raise EnvFailure(
+                "could not fetch the environment source "
+                f"{self.project_path[len(GIT_URL_PREFIX) :]}: {e}. Remote Space ids "
+                "need git and network access; point "
+                "task.user.provider_kwargs.project_path at a local checkout, or "
+                "connect to a running server with base_url"
+            ) from e
+        return self._clone_dir
+
+    def _spawn(self, choice: AppChoice) -> None:
+        """Start `uv run ... uvicorn <choice>` in the env's folder, logging to a
+        fresh file. Refused once `stop()` has run."""
+        assert self._launch is not None and self.project is not None
+        port, env, workers = self._launch
+        command = ["uv", "run", "--project", str(self.project.path), "--"]
+        command += ["uvicorn", choice.app, "--host", self.host, "--port", str(port)]
+        command += ["--workers", str(workers), *(["--reload"] if self.reload else [])]
+        with self._lock:
+            if self._stopped:
+                raise EnvFailure("the launch was stopped")
+            self._discard_log()
+            self.app_choice, self.app = choice, choice.app
+            fd, log_path = tempfile.mkstemp(prefix="openenv-uv-", suffix=".log")
+            self._log_path = Path(log_path)
+            try:
+                self._process = subprocess.Popen(
+                    command,
+                    cwd=self.project.path,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=fd,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_owner,
+                )
+            except OSError as e:
+                raise EnvFailure(f"could not run {command[0]!r}: {e}") from e
+            finally:
+                os.close(fd)
+        logger.info(
+            "%s: serving app %s (%s) from %s",
+            self.project.name,
+            choice.app,
+            choice.source,
+            self.project.path,
+        )
+        client_host = "127.0.0.1" if self.host in {"0.0.0.0", "::"} else self.host
+        self._base_url = f"http://{client_host}:{port}"
+
     def wait_for_ready(self, timeout_s: float | None = None) -> None:
-        """Poll `/health` until 200; fail at once if the server process exits."""
+        """Poll `/health` until 200. A server that exits because its app cannot be
+        imported is relaunched with the next candidate (on the owner thread); any
+        other exit fails at once, naming the cause."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while True:
                 if self._process is None:
-                    raise EnvFailure("the UV provider was not started")
+                    raise EnvFailure("the UV provider was not started, or was stopped")
                 code = self._process.poll()
                 if code is not None:
-                    tail = self.log_tail()
-                    raise EnvFailure(
-                        f"env server `uv run ... uvicorn {self.app}` exited with code "
-                        f"{code} before it was ready{_diagnose(tail)}; its output ends "
-                        f"with:\n{tail}"
-                    )
+                    self._relaunch_or_fail(code)
+                    continue
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self._base_url}/health").status_code == 200:
                         return
                 if time.monotonic() >= deadline:
                     raise EnvFailure(
-                        f"env server `uvicorn {self.app}` at {self._base_url} was not ready "
-                        f"within {timeout_s:.0f}s (raise task.user.launch_timeout_s if it "
-                        f"is just slow); its output ends with:\n{self.log_tail()}"
+                        f"env server `uvicorn {self.app}` at {self._base_url} was not "
+                        f"ready within {timeout_s:.0f}s (raise "
+                        "task.user.launch_timeout_s if it is just slow); its output "
+                        f"ends with:\n{self.log_tail()}"
                     )
-                time.sleep(0.2)
+                time.sleep(0.05)
+
+    def _relaunch_or_fail(self, code: int) -> None:
+        tail = self.log_tail()
+        choice = self.app_choice
+        assert choice is not None
+        failure = _app_import_failure(choice, tail)
+        if failure is None:
+            raise EnvFailure(
+                f"env server `uv run ... uvicorn {choice.app}` exited with code {code} "
+                f"before it was ready{self._diagnose(tail)}; its output ends with:\n"
+                f"{tail}"
+            )
+        self.failed_apps.append((choice, failure))
+        left = self._candidates[len(self.failed_apps) :]
+        if not left:
+            raise EnvFailure(self._no_app_message(tail))
+        logger.info(
+            "app %s (%s) cannot be imported: %s; trying %s",
+            choice.app,
+            choice.source,
+            failure,
+            left[0].app,
+        )
+        self.run_on_owner(lambda: self._spawn(left[0]))
+
+    def _no_app_message(self, tail: str) -> str:
+        if self._user_app:
+            return (
+                f"env server `uv run ... uvicorn {self._user_app}` cannot import its "
+                f"app: {self.failed_apps[-1][1]}; check task.user.provider_kwargs.app "
+                f"(`module:attribute` importable from the env project); its output "
+                f"ends with:\n{tail}"
+            )
+        tried = "; ".join(
+            f"{choice.app} ({choice.source}): {why}" for choice, why in self.failed_apps
+        )
+        return (
+            f"none of the env's app candidates could be imported: {tried}; set "
+            "task.user.provider_kwargs.app to the module that calls `create_app`"
+        )
+
+    def _diagnose(self, tail: str) -> str:
+        """Name the usual cause of a crashed start in words the user can act on."""
+        if "gradio is hidden from this env server" in tail:
+            return f" ({GRADIO_HIDDEN})"
+        if _PYTHON_UNAVAILABLE.search(tail):
+            needs = self.project.python_requirement if self.project else None
+            version = re.search(r"\d+\.\d+", needs or "")
+            version = version[0] if version else "<version>"
+            return (
+                f" (the env needs Python {needs or 'that uv cannot find'}, and uv "
+                "found no such interpreter and could not download one: install one "
+                f"with `uv python install {version}` where there is network, or "
+                f"point UV_PYTHON at an installed one, e.g. "
+                f"UV_PYTHON=/usr/bin/python{version})"
+            )
+        return ""
 
     def log_tail(self, limit: int = LOG_TAIL_CHARS) -> str:
         if self._log_path is None:
@@ -188,8 +336,10 @@ class SupervisedUVProvider(UVProvider):
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL it after `grace_s`, then remove temp
-        files."""
-        process, self._process, self._base_url = self._process, None, None
+        files. No launch follows."""
+        with self._lock:
+            self._stopped = True
+            process, self._process, self._base_url = self._process, None, None
         if process is not None:
             signal_group(process.pid, signal.SIGTERM)
             try:
@@ -199,31 +349,51 @@ class SupervisedUVProvider(UVProvider):
                 process.wait(timeout=5.0)
             # uv exits once uvicorn has; anything left in the group gets no grace.
             signal_group(process.pid, signal.SIGKILL)
-        self._discard_files()
+        with self._lock:
+            self._discard_log()
+            if self._clone_dir is not None:
+                shutil.rmtree(self._clone_dir, ignore_errors=True)
+                self._clone_dir = None
 
-    def _discard_files(self) -> None:
-        if self._clone_dir is not None:
-            shutil.rmtree(self._clone_dir, ignore_errors=True)
-            self._clone_dir = None
+    def _discard_log(self) -> None:
         if self._log_path is not None:
             self._log_path.unlink(missing_ok=True)
             self._log_path = None
 
 
-_UVICORN_IMPORT = re.compile(r'Could not import module "(?P<module>[^"]+)"')
+GRADIO_HIDDEN = (
+    "the env imports gradio without declaring it in its pyproject.toml dependencies, "
+    "and openenv-v1 hides gradio from such envs to halve their start: set "
+    "task.user.server_web_ui = true (`openenv-v1 check --web-ui`), or add gradio to "
+    "the env's dependencies"
+)
+_PYTHON_UNAVAILABLE = re.compile(
+    r"No interpreter found for Python|python-build-standalone|"
+    r"No download found for request|Python downloads are (?:disabled|not allowed)"
+)
 
 
-def _diagnose(tail: str) -> str:
-    """Name the usual cause of a crashed start in words the user can act on."""
-    if "gradio is hidden from this env server" in tail:
-        return " (the env imports gradio: set task.user.server_web_ui = true)"
-    if match := _UVICORN_IMPORT.search(tail):
-        module = match["module"]
-        return (
-            f" (ModuleNotFoundError: No module named {module!r}: the `app` module is "
-            "not in the env project; check task.user.provider_kwargs.app)"
-        )
-    return ""
+def _app_import_failure(choice: AppChoice, tail: str) -> str | None:
+    """The line of `tail` saying that `choice` itself cannot be imported (not a
+    dependency it imports), or None when the server failed for another reason."""
+    module, _, attribute = choice.app.partition(":")
+    prefixes = {module.rsplit(".", n)[0] for n in range(module.count(".") + 1)}
+    for line in reversed(tail.splitlines()):
+        line = line.strip()
+        if f'Could not import module "{module}"' in line:
+            return f"ModuleNotFoundError: No module named {module!r}"
+        if f'Attribute "{attribute}" not found in module "{module}"' in line:
+            return line
+        if "attempted relative import" in line:
+            return line
+        missing = re.search(r"No module named '([^']+)'", line)
+        if missing and missing[1] in prefixes:
+            return line
+    return None
+
+
+def _call(fn: Callable[[], _T]) -> _T:
+    return fn()
 
 
 def _truthy(value: str | None) -> bool:
