@@ -269,7 +269,9 @@ async def open_episode(
     """Launch or connect (closed by `stack`) and read the action contract; the episode
     is ready for `reset`."""
     client = await open_env(target, stack)
-    spec = await fetch_action_spec(client, http_base(client.base_url or target.label))
+    spec = await fetch_action_spec(
+        client, http_base(client.base_url or target.label), limits.step_timeout_s
+    )
     source = env_source_dir(target)
     params = await asyncio.to_thread(read_reset_params, source) if source else None
     return EnvEpisode(

@@ -15,6 +15,7 @@ env's `reset` signature and drops the rest silently, but no endpoint (`/schema`,
 from __future__ import annotations
 
 import ast
+import asyncio
 import functools
 import os
 from dataclasses import dataclass
@@ -149,7 +150,8 @@ def is_mcp_action(schema: dict[str, Any]) -> bool:
 async def fetch_action_spec(
     client: Any, base_url: str, timeout_s: float = 10.0
 ) -> ActionSpec:
-    """Read the server's action contract (see the module docstring)."""
+    """Read the server's action contract (see the module docstring). Each request,
+    the `list_tools` step included, gets `timeout_s`."""
     async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as http:
         try:
             response = await http.get(f"{base_url}/schema")
@@ -161,18 +163,26 @@ async def fetch_action_spec(
             ) from e
         if not is_mcp_action(action):
             return ActionSpec(schema=action)
-        tools = await _list_tools(client, http, base_url)
+        tools = await _list_tools(client, http, base_url, timeout_s)
     return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tuple(tools))
 
 
 async def _list_tools(
-    client: Any, http: httpx.AsyncClient, base_url: str
+    client: Any, http: httpx.AsyncClient, base_url: str, timeout_s: float
 ) -> list[Tool]:
     try:
-        result = await client.step({"type": "list_tools"})
+        result = await asyncio.wait_for(client.step({"type": "list_tools"}), timeout_s)
         raw = result.observation.get("tools")
         if isinstance(raw, list):
             return [Tool.from_wire(t) for t in raw]
+    except TimeoutError as e:
+        # A server that takes the step but never answers will not answer the
+        # JSON-RPC fallback either, and the session is now unusable.
+        raise EnvFailure(
+            f"MCP env at {base_url}: the list_tools step did not answer within "
+            f"{timeout_s:.0f}s (a known cause: servers on openenv-core 0.2.x hang on "
+            "MCP steps over WebSocket; such an env needs openenv-core >= 0.3.0)"
+        ) from e
     except Exception:
         pass  # subclassed call-tool actions reject list_tools; JSON-RPC still works
     try:
