@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--base-url", help="a running server: connect only")
     check.add_argument("--project-path", help="local checkout of the env (no clone)")
     check.add_argument("--app", help="ASGI app to serve, e.g. pkg.server.app:app")
+    check.add_argument(
+        "--web-ui",
+        action="store_true",
+        help="let the server import gradio (OpenEnv's web UI), as "
+        "task.user.server_web_ui does; needed by an env that imports gradio without "
+        "declaring it",
+    )
     check.add_argument("--use-docker", action="store_true", help="Docker provider")
     check.add_argument(
         "--provider-kwargs",
@@ -225,6 +232,7 @@ def _target(args: argparse.Namespace) -> EnvTarget:
         use_docker=args.use_docker,
         provider_kwargs=kwargs,
         launch_timeout_s=args.launch_timeout,
+        web_ui=args.web_ui,
     )
 
 

@@ -84,6 +84,8 @@ class CheckReport:
     """The stage running, or the one that failed."""
     server_url: str | None = None
     launch_s: float | None = None
+    app: dict[str, Any] | None = None
+    """For a UV launch: the app served, why it was chosen, candidates that failed."""
     health: str | None = None
     metadata: dict[str, Any] | None = None
     action: dict[str, Any] | None = None
@@ -101,7 +103,23 @@ class CheckReport:
         return self.failure is None
 
     def fail(self, error: str) -> None:
-        self.failure = Failure(self.stage, error, hint_for(self.stage, error))
+        connects = "base_url" in self.target
+        self.failure = Failure(
+            self.stage, error, hint_for(self.stage, error, base_url=connects)
+        )
+
+    def record_launch(self, provider: Any) -> None:
+        """What a UV launch chose (a `SupervisedUVProvider`)."""
+        choice = provider.app_choice
+        self.app = {
+            "app": choice.app if choice else None,
+            "source": choice.source if choice else None,
+            "failed": [
+                {"app": c.app, "source": c.source, "error": why}
+                for c, why in provider.failed_apps
+            ],
+            "gradio_hidden": provider.gradio_hidden,
+        }
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -157,7 +175,7 @@ async def _check(
     report.stage = "connect" if target.base_url else "launch"
     progress(_launch_line(target))
     started = time.monotonic()
-    client = await open_env(target, stack)
+    client = await open_env(target, stack, on_launch=report.record_launch)
     report.launch_s = round(time.monotonic() - started, 2)
     url = http_base(client.base_url or target.label)
     report.server_url = url
@@ -169,7 +187,7 @@ async def _check(
         report.metadata = await _metadata(http, url, report)
         report.stage = "schema"
         raw_action = await _raw_action_schema(http, url)
-    spec = await fetch_action_spec(client, url)
+    spec = await fetch_action_spec(client, url, options.timeout_s)
     report.action = _action_summary(spec, raw_action)
     if spec.is_mcp:
         report.tools = [_tool_summary(t) for t in spec.tools or ()]

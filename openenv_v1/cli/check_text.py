@@ -35,7 +35,7 @@ def _target_text(target: dict[str, Any]) -> str:
     if target.get("use_docker"):
         return f"{target['env']} (Docker launch)"
     where = kwargs.get("project_path") or "its Space repo"
-    app = kwargs.get("app") or "the project's default app"
+    app = kwargs.get("app") or "chosen from the project's files"
     return f"{target['env']} (UV launch from {where}, app {app})"
 
 
@@ -104,6 +104,12 @@ def render_report(report: CheckReport) -> str:
     if report.server_url:
         verb = "connected" if report.target.get("base_url") else "up"
         lines += _row("server", f"{report.server_url}  ({verb} in {report.launch_s}s)")
+    if app := report.app:
+        shown = [f"{app['app']}  ({app['source']})"]
+        shown += [f"  not importable: {f['app']}: {f['error']}" for f in app["failed"]]
+        if app["gradio_hidden"]:
+            shown.append("  gradio hidden (the env does not declare it; --web-ui)")
+        lines += _row("app", "\n".join(shown))
     if report.health:
         lines += _row("health", report.health)
     if report.server_url and report.stage not in ("launch", "connect", "health"):

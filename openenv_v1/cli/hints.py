@@ -1,56 +1,92 @@
 """What to try when `openenv-v1 check` fails: a hint from the error text or stage.
 
 The errors come from the rollout code and name rollout settings
-(`task.user.provider_kwargs.app`); the hints name the `check` flags instead.
+(`task.user.provider_kwargs.app`); the hints name the `check` flags instead. A hint
+about reaching a server by URL is given only when the check connected to one
+(`--base-url`); a launch gets the launch hints.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
-_HINTS: list[tuple[str, str]] = [
+_Applies = Literal["any", "base_url", "launch"]
+
+# (pattern, hint, when it applies), first match wins.
+_HINTS: list[tuple[str, str, _Applies]] = [
     (
-        r"ModuleNotFoundError: No module named '[^']+': the `app` module|"
-        r"Could not import module",
+        r"gradio is hidden|imports gradio without declaring it",
+        "pass --web-ui (task.user.server_web_ui = true in an eval) to let the server "
+        "import gradio, or add gradio to the env's pyproject.toml dependencies",
+        "launch",
+    ),
+    (
+        r"the env needs Python",
+        "install the Python the env asks for (`uv python install <version>` where "
+        "there is network) or point UV_PYTHON at an installed interpreter",
+        "launch",
+    ),
+    (
+        r"app candidates could be imported|cannot import its app|Could not import module",
         "--app must name the ASGI app as `package.module:attribute`, importable from "
         "the env project (--project-path); look for the module that calls "
         "`create_app` (e.g. `<pkg>.server.app:app`)",
+        "launch",
     ),
     (
         r"ModuleNotFoundError|No module named",
         "a module the server imports is missing: add it to the env project's "
         "pyproject.toml dependencies",
+        "any",
+    ),
+    (
+        r"list_tools step did not answer",
+        "the MCP env takes the step but never answers; if its lock pins "
+        "openenv-core 0.2.x, upgrade it (`uv lock --upgrade-package openenv-core` in "
+        "the env project)",
+        "any",
     ),
     (
         r"ECONNREFUSED|Connection refused",
         "nothing is listening there: start the server, or fix the host/port of "
         "--base-url",
+        "base_url",
     ),
     (
         r"EAI_|Name or service not known|nodename nor servname",
         "the host name does not resolve: check --base-url",
+        "base_url",
     ),
     (
         r"is not a directory",
         "--project-path must be the env's source checkout (the directory with its "
         "pyproject.toml)",
+        "launch",
     ),
     (
         r"could not fetch the environment source",
         "without git and network access, use --project-path with a local checkout, "
         "or --base-url with a running server",
+        "launch",
     ),
     (
         r"was not ready within",
         "raise --launch-timeout if the server is only slow to start; otherwise read "
         "its output above",
+        "launch",
     ),
     (
         r"CAPACITY_REACHED|at capacity",
         "the server's sessions are all in use: wait for other clients to finish, or "
         "raise the server's max_concurrent_envs",
+        "any",
     ),
-    (r"[Dd]ocker", "use_docker needs a running Docker daemon that can pull the image"),
+    (
+        r"[Dd]ocker",
+        "use_docker needs a running Docker daemon that can pull the image",
+        "launch",
+    ),
 ]
 _STAGE_HINTS = {
     "schema": "is this an OpenEnv server? GET /schema must return the action schema",
@@ -60,9 +96,12 @@ _STAGE_HINTS = {
 }
 
 
-def hint_for(stage: str, error: str) -> str | None:
-    """A suggested fix for a failure, from the error text, else from the stage."""
-    for pattern, hint in _HINTS:
+def hint_for(stage: str, error: str, *, base_url: bool = False) -> str | None:
+    """A suggested fix for a failure, from the error text, else from the stage.
+    `base_url`: the check connected to a running server rather than launching one."""
+    for pattern, hint, applies in _HINTS:
+        if applies == ("launch" if base_url else "base_url"):
+            continue
         if re.search(pattern, error):
             return hint
     return _STAGE_HINTS.get(stage)
