@@ -117,17 +117,23 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
 
 
 def wordle_uv_servers() -> list[tuple[int, str]]:
-    """Live processes of UV-launched local Wordle servers: `uv run --project ...` and
-    the uvicorn it runs from its isolated env. Servers started directly with
-    `python -m uvicorn` are not counted."""
+    """Live processes of UV-launched local Wordle servers: `uv run --project ...` (a
+    launch that syncs the project's environment) and the uvicorn it runs, or that
+    uvicorn run directly from the prepared environment (a repeated launch). Servers
+    started directly with `python -m uvicorn` are not counted."""
     uv = processes_matching("uv run", f"--project {WORDLE_PROJECT} ")
-    # uv runs uvicorn's console script; servers started directly use `-m uvicorn`.
-    servers = [
+    return sorted(set(uv + wordle_uvicorns()))
+
+
+def wordle_uvicorns() -> list[tuple[int, str]]:
+    """The uvicorn process of each UV-launched local Wordle server: one per server."""
+    # uv's own command line names the app too; servers started directly use
+    # `-m uvicorn`.
+    return [
         (pid, cmd)
         for pid, cmd in processes_matching("uvicorn", WORDLE_APP)
-        if " -m uvicorn " not in cmd
+        if " -m uvicorn " not in cmd and "uv run" not in cmd
     ]
-    return sorted(set(uv + servers))
 
 
 def run_eval(

@@ -24,6 +24,7 @@ from tests.servers import (
     read_traces,
     wordle_uv_eval_command,
     wordle_uv_servers,
+    wordle_uvicorns,
 )
 
 
@@ -70,11 +71,11 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
             stderr=subprocess.DEVNULL,
         )
         try:
-            # uv + uvicorn per server: one shared server, or one per rollout.
-            expected = 2 if shared else 4
+            # One shared server, or one per rollout.
+            expected = 1 if shared else 2
             assert wait_until(
                 lambda: (
-                    len(wordle_uv_servers()) >= expected or eval_proc.poll() is not None
+                    len(wordle_uvicorns()) >= expected or eval_proc.poll() is not None
                 ),
                 180,
             )
@@ -101,7 +102,7 @@ def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
     must be gone within seconds; a server left behind lives through the whole next
     rollout (about 10 s here) and past the eval."""
     assert wordle_uv_servers() == []
-    lifetimes: dict[int, list[float]] = {}  # `uv` pid of each server -> first, last
+    lifetimes: dict[int, list[float]] = {}  # uvicorn pid of each server -> first, last
     with policy_server("slow", delay=20) as policy:
         eval_proc = subprocess.Popen(
             wordle_uv_eval_command(
@@ -123,9 +124,8 @@ def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
             deadline = time.monotonic() + 240
             while eval_proc.poll() is None and time.monotonic() < deadline:
                 now = time.monotonic()
-                for pid, cmd in wordle_uv_servers():
-                    if "uv run" in cmd:
-                        lifetimes.setdefault(pid, [now, now])[1] = now
+                for pid, _ in wordle_uvicorns():
+                    lifetimes.setdefault(pid, [now, now])[1] = now
                 time.sleep(0.1)
         finally:
             if eval_proc.poll() is None:

@@ -1,15 +1,20 @@
 """UV launches of the local Wordle project: it serves, it fails fast, it is stopped."""
 
 import contextlib
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
+from openenv_v1.core.uv_launch import CACHE_DIR_VAR, SupervisedUVProvider
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
+    processes_matching,
     wordle_uv_servers,
+    wordle_uvicorns,
 )
 
 
@@ -25,7 +30,7 @@ async def test_uv_launch_serves_an_episode_and_stops_the_tree():
     assert wordle_uv_servers() == []
     async with contextlib.AsyncExitStack() as stack:
         episode = await open_episode(uv_target(), EpisodeLimits(), stack)
-        assert len(wordle_uv_servers()) >= 2  # uv and, under it, uvicorn
+        assert len(wordle_uvicorns()) == 1
         await episode.reset({"word": "crane"})
         await episode.act("[crane]")
         assert episode.report.reward == 1.0
@@ -53,3 +58,52 @@ async def test_missing_project_path_is_named():
                 EpisodeLimits(),
                 stack,
             )
+
+
+def launch_and_stop(project: Path) -> tuple[SupervisedUVProvider, str]:
+    """Launch `project` until ready; returns the provider and its server's command
+    line, read while it ran."""
+    provider = SupervisedUVProvider(project_path=str(project), host="127.0.0.1")
+    try:
+        provider.start()
+        provider.wait_for_ready(120)
+        assert provider.pid is not None
+        cmdline = Path(f"/proc/{provider.pid}/cmdline").read_bytes()
+        return provider, cmdline.replace(b"\0", b" ").decode()
+    finally:
+        provider.stop()
+
+
+def test_a_repeated_launch_reuses_the_prepared_environment_until_the_project_changes(
+    tmp_path, monkeypatch
+):
+    project = tmp_path / "wordle"
+    shutil.copytree(WORDLE_PROJECT, project, ignore=shutil.ignore_patterns(".venv"))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_DIR_VAR, str(cache))
+
+    first, command = launch_and_stop(project)
+    assert not first.reused_env and command.startswith("uv run --project")
+    assert first.app_choice is not None
+    assert first.app_choice.app == "wordle_env.server.app:app"
+
+    again, command = launch_and_stop(project)
+    assert again.reused_env and "uv run" not in command
+    assert command.startswith(f"{cache}/uv-envs/wordle-env-")
+
+    # A new dependency in pyproject.toml: uv syncs the environment again.
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('"uvicorn>=0.30",', '"uvicorn>=0.30", "six",')
+    )
+    changed, command = launch_and_stop(project)
+    assert not changed.reused_env and command.startswith("uv run --project")
+    env_dir = next((cache / "uv-envs").iterdir())
+    assert list(env_dir.glob("lib/python*/site-packages/six.py"))
+    # The project itself is left as a plain `uv run` leaves it, minus the `.venv`.
+    assert sorted(p.name for p in project.iterdir()) == [
+        "pyproject.toml",
+        "uv.lock",
+        "wordle_env",
+    ]
+    assert processes_matching(str(tmp_path)) == []

@@ -132,8 +132,11 @@ class SupervisedUVProvider(UVProvider):
         self.failed_apps: list[tuple[AppChoice, str]] = []
         """Candidates that could not be imported, with the line that said so."""
         self.gradio_hidden = False
+        self.reused_env = False
+        """The server runs from the project's prepared environment without uv."""
         self._candidates: list[AppChoice] = []
         self._launch: tuple[int, dict[str, str], int] | None = None
+        self._env_dir = Path()
         self._log_path: Path | None = None
         self._lock = threading.Lock()
         self._stopped = False
@@ -172,7 +175,8 @@ class SupervisedUVProvider(UVProvider):
         env = {**os.environ, **(self.env_vars or {}), **(env_vars or {})}
         env.pop("VIRTUAL_ENV", None)  # the launcher's own venv, not the env's
         source = self.project_path
-        env["UV_PROJECT_ENVIRONMENT"] = str(prepared_env_dir(source, project.name))
+        self._env_dir = prepared_env_dir(source, project.name)
+        env["UV_PROJECT_ENVIRONMENT"] = str(self._env_dir)
         self.gradio_hidden = not (
             self.web_ui
             or project.declares_gradio
@@ -209,9 +213,16 @@ class SupervisedUVProvider(UVProvider):
         fresh file. Refused once `stop()` has run."""
         assert self._launch is not None and self.project is not None
         port, env, workers = self._launch
-        command = ["uv", "run", "--project", str(self.project.path), "--"]
-        command += ["uvicorn", choice.app, "--host", self.host, "--port", str(port)]
-        command += ["--workers", str(workers), *(["--reload"] if self.reload else [])]
+        server = ["uvicorn", choice.app, "--host", self.host, "--port", str(port)]
+        server += ["--workers", str(workers), *(["--reload"] if self.reload else [])]
+        prepared = self._prepared_uvicorn()
+        self.reused_env = prepared is not None
+        if prepared is not None:
+            command = [str(prepared), *server[1:]]
+            env = {**env, "VIRTUAL_ENV": str(self._env_dir)}
+            env["PATH"] = os.pathsep.join([str(prepared.parent), env.get("PATH", "")])
+        else:
+            command = ["uv", "run", "--project", str(self.project.path), "--", *server]
         with self._lock:
             if self._stopped:
                 raise EnvFailure("the launch was stopped")
@@ -235,11 +246,12 @@ class SupervisedUVProvider(UVProvider):
             finally:
                 os.close(fd)
         logger.info(
-            "%s: serving app %s (%s) from %s",
+            "%s: serving app %s (%s) from %s%s",
             self.project.name,
             choice.app,
             choice.source,
             self.project.path,
+            ", reusing its prepared environment" if self.reused_env else "",
         )
         client_host = "127.0.0.1" if self.host in {"0.0.0.0", "::"} else self.host
         self._base_url = f"http://{client_host}:{port}"
@@ -260,6 +272,7 @@ class SupervisedUVProvider(UVProvider):
                     continue
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self._base_url}/health").status_code == 200:
+                        self._mark_prepared()
                         return
                 if time.monotonic() >= deadline:
                     raise EnvFailure(
@@ -327,6 +340,31 @@ class SupervisedUVProvider(UVProvider):
             )
         return ""
 
+    def _prepared_uvicorn(self) -> Path | None:
+        """The prepared environment's uvicorn, when uv synced that environment for
+        the project's current files (`_mark_prepared`): a repeated launch then runs
+        it directly instead of asking uv to check the environment again."""
+        uvicorn = self._env_dir / "bin" / "uvicorn"
+        with contextlib.suppress(OSError):
+            stamp = (self._env_dir / _PREPARED_STAMP).read_text()
+            if stamp == self._fingerprint() and uvicorn.is_file():
+                return uvicorn
+        return None
+
+    def _mark_prepared(self) -> None:
+        with contextlib.suppress(OSError):
+            (self._env_dir / _PREPARED_STAMP).write_text(self._fingerprint())
+
+    def _fingerprint(self) -> str:
+        """What the prepared environment depends on: the project's location and the
+        files uv resolves and installs it from."""
+        assert self.project is not None
+        digest = hashlib.sha256(str(self.project.path).encode())
+        for name in _ENV_INPUTS:
+            with contextlib.suppress(OSError):
+                digest.update(name.encode() + (self.project.path / name).read_bytes())
+        return digest.hexdigest()
+
     def log_tail(self, limit: int = LOG_TAIL_CHARS) -> str:
         if self._log_path is None:
             return ""
@@ -361,6 +399,10 @@ class SupervisedUVProvider(UVProvider):
             self._log_path = None
 
 
+# Written into a prepared environment once a server launched through `uv run` from
+# it is ready; holds `_fingerprint()` of the project it was synced for.
+_PREPARED_STAMP = ".openenv-v1-prepared"
+_ENV_INPUTS = ("pyproject.toml", "uv.lock", ".python-version")
 GRADIO_HIDDEN = (
     "the env imports gradio without declaring it in its pyproject.toml dependencies, "
     "and openenv-v1 hides gradio from such envs to halve their start: set "
