@@ -15,6 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from openenv_v1.core.uv_launch import prepared_env_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
 WORDLE_APP = "wordle_env.server.app:app"
@@ -126,14 +128,11 @@ def wordle_uv_servers() -> list[tuple[int, str]]:
 
 
 def wordle_uvicorns() -> list[tuple[int, str]]:
-    """The uvicorn process of each UV-launched local Wordle server: one per server."""
-    # uv's own command line names the app too; servers started directly use
-    # `-m uvicorn`.
-    return [
-        (pid, cmd)
-        for pid, cmd in processes_matching("uvicorn", WORDLE_APP)
-        if " -m uvicorn " not in cmd and "uv run" not in cmd
-    ]
+    """The uvicorn process of each UV-launched local Wordle server, one per server:
+    the one that runs from this checkout's prepared environment (under `uv run` or
+    not), so that other checkouts' servers on the machine are not counted."""
+    env_dir = prepared_env_dir(str(WORDLE_PROJECT), "wordle-env")
+    return processes_matching(f"{env_dir}/bin/uvicorn ", WORDLE_APP)
 
 
 def run_eval(
