@@ -25,8 +25,9 @@ class OpenEnvUserConfig(vf.UserConfig):
     """Placement and limits of the per-rollout user simulator that drives the env."""
 
     provider_kwargs: dict[str, Any] = {}
-    """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app`,
-    `project_path`, `env_vars` (non-secret values), `port`, `workers`, `host` (default
+    """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app` (unset:
+    chosen from the env project's files), `project_path` (a local checkout or a `git+`
+    URL), `env_vars` (non-secret values), `port`, `workers`, `host` (default
     127.0.0.1), `reload`, `context_timeout_s`, or for Docker `tag` and the like. Unused
     with `base_url`."""
     forward_env: list[str] = []
@@ -35,8 +36,9 @@ class OpenEnvUserConfig(vf.UserConfig):
     read from the eval process when the server is launched."""
     server_web_ui: bool = False
     """Let UV-launched env servers import gradio for OpenEnv's web UI (also implied by
-    `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from them, which
-    halves their start-up; turn it on for an env that imports gradio itself."""
+    `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from env projects
+    that do not list it in their dependencies, which halves their start-up; turn it on
+    for an env that imports gradio without declaring it."""
     launch_timeout_s: float = 120.0
     """Seconds a launched server may take to answer `/health` (UV provider's
     `context_timeout_s` unless provider_kwargs sets it)."""
