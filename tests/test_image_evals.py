@@ -8,6 +8,9 @@ or images left out.
 
 import base64
 import io
+import json
+import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 from PIL import Image
 
 from tests.servers import (
+    BIN,
     TEST_ENVS,
     model_flags,
     policy_server,
@@ -24,6 +28,12 @@ from tests.servers import (
 )
 
 NULL_HARNESS = ["--harness.id", "null"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "openenv-v1"), *args], capture_output=True, text=True, timeout=180
+    )
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +178,37 @@ def test_a_base64_png_string_is_sent_as_that_image(png_url, tmp_path):
         (picture,) = images
         assert picture.size == (64, 48)
         assert picture.getpixel((3, 3)) == (30 * step, 100, 200)
+
+
+def test_check_reports_the_text_length_images_and_cuts_the_model_gets(
+    atari_url, browser_url
+):
+    proc = run_cli("check", "--base-url", atari_url, "--action", '{"action_id": 0}')
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    gets = [line.strip() for line in out.splitlines() if "the model gets:" in line]
+    assert len(gets) == 2  # the reset and the step
+    for line in gets:
+        assert re.fullmatch(
+            r"the model gets: [\d,]+ chars of text \+ 1 image: "
+            r"screen 210x160x3 \(image/png, [\d,]+ bytes\)",
+            line,
+        ), line
+
+    proc = run_cli(
+        "check",
+        "--base-url",
+        browser_url,
+        "--no-observation-images",
+        "--max-observation-chars",
+        "2500",
+        "--probe-sessions",
+        "0",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    gets = json.loads(proc.stdout)["reset"]["model_gets"]
+    assert gets["text_chars"] <= 2_500
+    assert gets["images"] == []
+    assert gets["omitted_images"] == [{"field": "screenshot", "shape": "96x128x3"}]
+    assert sorted(c["field"] for c in gets["cuts"]) == ["axtree_txt", "pruned_html"]
