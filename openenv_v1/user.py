@@ -26,7 +26,7 @@ from openenv_v1.core import (
     open_episode,
 )
 from openenv_v1.core.errors import describe
-from openenv_v1.core.turns import Turn
+from openenv_v1.core.turns import Turn, TurnRenderer
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,12 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         if self._failure is not None:
             report = EpisodeReport()
             report.fail(self._failure)
-            turn = Turn(f"The environment failed: {self._failure}")
+            turn = Turn(
+                TurnRenderer.clip(
+                    f"The environment failed: {self._failure}",
+                    self.config.max_observation_chars,
+                )
+            )
         else:
             assert self._episode is not None
             report = self._episode.report

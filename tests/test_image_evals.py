@@ -144,8 +144,9 @@ def test_images_off_leaves_one_line_notes_within_the_bound(atari_url, tmp_path):
         assert len(message["content"]) < 2_000
 
 
+@pytest.mark.parametrize("images", [True, False], ids=["images", "no-images"])
 def test_browser_like_screenshot_is_an_image_and_long_texts_are_cut(
-    browser_url, tmp_path
+    images, browser_url, tmp_path
 ):
     bound = 3_000
     _, (turns,) = eval_recording(
@@ -154,16 +155,21 @@ def test_browser_like_screenshot_is_an_image_and_long_texts_are_cut(
         tmp_path,
         "--taskset.task.user.max-observation-chars",
         str(bound),
+        "--taskset.task.user.observation-images",
+        str(images).lower(),
     )
     assert len(turns) == 2
     for step, message in enumerate(turns):
-        text, images = parts(message)
+        text, shots = parts(message)
         assert len(text) <= bound
         assert "goal: Buy a red shirt in size M." in text
-        assert "screenshot: image 96x128x3, attached" in text
         for field in ("pruned_html", "axtree_txt"):
             assert f"chars of {field} cut]" in text
-        (shot,) = images
+        if not images:
+            assert "screenshot: image 96x128x3, not shown" in text and shots == []
+            continue
+        assert "screenshot: image 96x128x3, attached" in text
+        (shot,) = shots
         assert shot.size == (128, 96)
         assert shot.getpixel((9, 4)) == (9, 4, 50 * step % 256)
 
