@@ -2,7 +2,9 @@
 
 verifiers runs it per rollout as `python -m openenv_v1.user`. `setup_task` launches or
 connects (everything opened is closed by the user's exit stack), reads the action
-contract and resets; `respond` turns each model reply into a step via `EnvEpisode`.
+contract and resets; `respond` turns each model reply into a step via `EnvEpisode`,
+and each turn it returns into a user message: its text, then its images as
+`image_url` parts (`user_message`).
 
 Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
 server unserved while verifiers keeps probing it for minutes, and a raising `respond`
