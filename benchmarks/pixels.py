@@ -5,7 +5,8 @@
 1. Turn cost alone: `TurnRenderer.observation` on a 210x160x3 frame sent as a flat int
    list plus `screen_shape` (finding the image, PNG encoding, the text) and the data URL
    the user message carries, for a Breakout-like frame and for a frame of noise (PNG's
-   worst case). Median ms per step.
+   worst case); and a BrowserGym-size 720x1280x3 screenshot as a nested list. Median
+   ms per step.
 2. A whole step on a served Atari-like env (`tests/envs/pixel_envs.py`, 127.0.0.1): a
    raw `GenericEnvClient.step` against our `EnvEpisode.act` (parse, step, image,
    render) and the client step inside it. Median ms per step.
@@ -56,7 +57,25 @@ def noise_frame(step: int) -> list[int]:
     return [rng.randrange(256) for _ in range(H * W * 3)]
 
 
-def turn_cost(frames: list[list[int]]) -> tuple[float, int, int]:
+def atari_observation(step: int, frame: list[int]) -> dict:
+    return {
+        "screen": frame,
+        "screen_shape": [H, W, 3],
+        "legal_actions": [0, 1, 2, 3],
+        "lives": 5,
+        "episode_frame_number": step * 4,
+    }
+
+
+def browser_observation(step: int) -> dict:
+    shot = [
+        [[x // 40 * 30 % 256, y // 30 * 20 % 256, step % 256] for x in range(1280)]
+        for y in range(720)
+    ]
+    return {"goal": "Buy a red shirt.", "screenshot": shot}
+
+
+def turn_cost(observations: list[dict]) -> tuple[float, int, int]:
     """Median ms per step of everything the user does with one observation after the
     client returns it, the median PNG size, and the text length."""
     from openenv_v1.core.turns import TurnRenderer
@@ -64,14 +83,7 @@ def turn_cost(frames: list[list[int]]) -> tuple[float, int, int]:
     turns = TurnRenderer()
     times, sizes = [], []
     text_chars = 0
-    for step, frame in enumerate(frames):
-        observation = {
-            "screen": frame,
-            "screen_shape": [H, W, 3],
-            "legal_actions": [0, 1, 2, 3],
-            "lives": 5,
-            "episode_frame_number": step * 4,
-        }
+    for observation in observations:
         started = time.perf_counter()
         turn = turns.observation(observation)
         urls = [image.data_url() for image in turn.images]
@@ -139,13 +151,15 @@ def main() -> None:
 
     print(f"Pillow {PIL.__version__}")
     for name, make in (("breakout-like", breakout_frame), ("noise", noise_frame)):
-        frames = [make(step) for step in range(args.steps)]
+        frames = [atari_observation(i, make(i)) for i in range(args.steps)]
         ms, size, chars = turn_cost(frames)
         print(
             f"turn, {name} 210x160x3 frame: {ms:.2f} ms per step "
             f"(find + PNG encode + text + data URL); PNG {size:,} bytes, "
             f"text {chars} chars"
         )
+    ms, size, _ = turn_cost([browser_observation(i) for i in range(5)])
+    print(f"turn, 720x1280x3 nested screenshot: {ms:.1f} ms; PNG {size:,} bytes")
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
