@@ -81,6 +81,12 @@ def test_nested_screenshots_and_image_strings_are_found():
     # An image string is passed on as it came.
     assert images["url"].data_url() == url
     assert images["url"].mime == "image/png"
+    # ... unless models may not take its format: then it is re-encoded as PNG.
+    out = io.BytesIO()
+    Image.new("RGB", (40, 30), (1, 2, 3)).save(out, "BMP")
+    bmp = f"data:image/bmp;base64,{base64.b64encode(out.getvalue()).decode()}"
+    (image,) = find_images({"frame": bmp})
+    assert image.mime == "image/png" and decoded(image).getpixel((0, 0)) == (1, 2, 3)
 
 
 def test_image_fields_leave_the_text_and_go_as_images():
