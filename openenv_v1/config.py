@@ -57,6 +57,15 @@ class OpenEnvUserConfig(vf.UserConfig):
     """How observations are shown to the model: `text` (one line per field, the text
     field as is, history lists only with their new entries) or `json` (compact
     JSON of the whole observation)."""
+    observation_images: bool = True
+    """Send pixel fields of observations (an RGB frame as a flat list plus a shape
+    field, a nested H x W x C list, a base64 PNG/JPEG or data URL) to the model as
+    PNG images beside a one-line note. Turn off for a model without vision: the field
+    then becomes a one-line note (`screen: image 210x160x3, not shown`)."""
+    max_observation_chars: int = Field(8_000, ge=1_000)
+    """Most characters of text in one user turn. Fields that would push a turn over
+    it are cut, the longest first, each with a note of how much was cut (the action
+    format of the opening turn is never cut)."""
     pool_url: str | None = None
     """Set by the taskset, not by hand: lease endpoint of its shared env servers."""
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)

@@ -12,6 +12,9 @@ Serves `POST /v1/chat/completions` (non-streaming; all verifiers sends) and
 - `wrong-field`: JSON with the wrong field, `{"guess": "crane"}`.
 - `slow`: `solver` after `--delay` seconds.
 - `script`: replies from `--script FILE` (a JSON list), by assistant-turn index.
+
+`--record FILE` appends each request body it receives to FILE as one JSON line (tests
+read what the model was sent, images included).
 """
 
 from __future__ import annotations
@@ -72,7 +75,12 @@ def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> 
     raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
 
 
-def create_app(mode: str, delay: float = 0.0, script: list[str] | None = None):
+def create_app(
+    mode: str,
+    delay: float = 0.0,
+    script: list[str] | None = None,
+    record: Path | None = None,
+):
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if mode == "script" and not script:
@@ -80,6 +88,9 @@ def create_app(mode: str, delay: float = 0.0, script: list[str] | None = None):
 
     async def completions(request: Request) -> JSONResponse:
         body = await request.json()
+        if record is not None:
+            with record.open("a") as out:
+                out.write(json.dumps(body) + "\n")
         if body.get("stream"):
             return JSONResponse(
                 {"error": {"message": "streaming is not supported"}}, status_code=400
@@ -136,9 +147,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--delay", type=float, default=5.0, help="seconds, mode slow")
     parser.add_argument("--script", help="JSON file with a list of replies")
+    parser.add_argument("--record", help="append each request body here (JSON lines)")
     args = parser.parse_args(argv)
     script = json.loads(Path(args.script).read_text()) if args.script else None
-    app = create_app(args.mode, delay=args.delay, script=script)
+    record = Path(args.record) if args.record else None
+    app = create_app(args.mode, delay=args.delay, script=script, record=record)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))

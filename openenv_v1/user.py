@@ -2,7 +2,9 @@
 
 verifiers runs it per rollout as `python -m openenv_v1.user`. `setup_task` launches or
 connects (everything opened is closed by the user's exit stack), reads the action
-contract and resets; `respond` turns each model reply into a step via `EnvEpisode`.
+contract and resets; `respond` turns each model reply into a step via `EnvEpisode`,
+and each turn it returns into a user message: its text, then its images as
+`image_url` parts (`user_message`).
 
 Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
 server unserved while verifiers keeps probing it for minutes, and a raising `respond`
@@ -26,6 +28,7 @@ from openenv_v1.core import (
     open_episode,
 )
 from openenv_v1.core.errors import describe
+from openenv_v1.core.turns import Turn, TurnRenderer
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ class OpenEnvState(vf.State):
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
     async def setup_task(self, task: OpenEnvData) -> None:
         self._episode: EnvEpisode | None = None
-        self._opening: str | None = None
+        self._opening: Turn | None = None
         self._failure: str | None = None
         config = self.config
         target = EnvTarget(
@@ -75,6 +78,8 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 config.limits(),
                 self._exit_stack,
                 observation_format=config.observation_format,
+                observation_images=config.observation_images,
+                max_observation_chars=config.max_observation_chars,
             )
             self._opening = await episode.reset(task.reset)
             self._episode = episode
@@ -88,17 +93,22 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         if self._failure is not None:
             report = EpisodeReport()
             report.fail(self._failure)
-            text = f"The environment failed: {self._failure}"
+            turn = Turn(
+                TurnRenderer.clip(
+                    f"The environment failed: {self._failure}",
+                    self.config.max_observation_chars,
+                )
+            )
         else:
             assert self._episode is not None
             report = self._episode.report
             if self._opening is not None:
                 # The first call opens the conversation; later empty ones are replies.
-                text, self._opening = self._opening, None
+                turn, self._opening = self._opening, None
             else:
-                text = await self._episode.act(message)
+                turn = await self._episode.act(message)
         self._mirror(report)
-        return [vf.UserMessage(content=text)]
+        return [user_message(turn)]
 
     def _mirror(self, report: EpisodeReport) -> None:
         """Copy the episode account onto the rollout state the task reads."""
@@ -110,6 +120,19 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         state.stop_reason = report.stop_reason
         state.error = report.error
         state.signals = dict(report.signals)
+
+
+def user_message(turn: Turn) -> vf.UserMessage:
+    """The turn as a user message: its text, then its images as data-URL image parts
+    (OpenAI's `image_url` content parts, which verifiers passes to the model as is)."""
+    if not turn.images:
+        return vf.UserMessage(content=turn.text)
+    parts: list[vf.ContentPart] = [vf.TextContentPart(text=turn.text)]
+    parts += [
+        vf.ImageUrlContentPart(image_url=vf.ImageUrlSource(url=image.data_url()))
+        for image in turn.images
+    ]
+    return vf.UserMessage(content=parts)
 
 
 if __name__ == "__main__":

@@ -76,9 +76,14 @@ def uvicorn_server(
 
 @contextlib.contextmanager
 def policy_server(
-    mode: str, *, script: list[str] | None = None, delay: float | None = None
+    mode: str,
+    *,
+    script: list[str] | None = None,
+    delay: float | None = None,
+    record: Path | None = None,
 ) -> Iterator[str]:
-    """The local OpenAI-compatible policy; yields its `/v1` base URL."""
+    """The local OpenAI-compatible policy; yields its `/v1` base URL. With `record`,
+    it appends every request body it gets to that file (`recorded_requests`)."""
     port = free_port()
     cmd = [sys.executable, "-m", "openenv_v1.local_policy", "--mode", mode]
     cmd += ["--port", str(port)]
@@ -89,6 +94,8 @@ def policy_server(
         cmd += ["--script", str(script_file)]
     if delay is not None:
         cmd += ["--delay", str(delay)]
+    if record is not None:
+        cmd += ["--record", str(record)]
     proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         wait_http(f"http://127.0.0.1:{port}/v1/models", proc)
@@ -97,6 +104,13 @@ def policy_server(
         stop(proc)
         if script_file is not None:
             script_file.unlink(missing_ok=True)
+
+
+def recorded_requests(record: Path) -> list[dict]:
+    """The request bodies a `policy_server(record=...)` received, in order."""
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text().splitlines() if line]
 
 
 def processes_matching(*needles: str) -> list[tuple[int, str]]:

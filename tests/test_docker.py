@@ -230,7 +230,7 @@ async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
             # Forwarded variables (`task.user.forward_env`) reach the container.
             server_env = environ_of(container["pid"])
             assert {k: server_env.get(k) for k in secret} == secret
-            assert "Enter your first guess" in await episode.reset({})
+            assert "Enter your first guess" in (await episode.reset({})).text
             raise RuntimeError("the rollout failed")
 
     calls = fake_docker.calls()

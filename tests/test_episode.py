@@ -21,19 +21,19 @@ async def episode_at(url: str, **limits):
 
 async def test_reset_observation_opens_with_the_schema_once(wordle_url):
     async with episode_at(wordle_url) as episode:
-        opening = await episode.reset({"seed": 3})
+        opening = (await episode.reset({"seed": 3})).text
         assert "You are Player 0 in Wordle" in opening
         assert '"required":["message"]' in opening
-        later = await episode.act("[crane]")
+        later = (await episode.act("[crane]")).text
         assert "You submitted [crane]" in later
         assert "Action schema" not in later
 
 
 async def test_solved_game_sums_rewards_and_stops(wordle_url):
     async with episode_at(wordle_url) as episode:
-        text = await episode.reset({"word": "crane"})
+        text = (await episode.reset({"word": "crane"})).text
         for guess in ["[slate]", '{"message": "[brine]"}', "crane"]:
-            text = await episode.act(guess)
+            text = (await episode.act(guess)).text
         report = episode.report
         assert (report.done, report.stop_reason, report.steps) == (True, "done", 3)
         assert report.reward == 1.0
@@ -47,7 +47,7 @@ async def test_no_step_after_done(wordle_url):
         await episode.act("[crane]")
         assert episode.report.done
         # The server would step a finished game into an error; we never send it.
-        assert await episode.act("[slate]") == "The episode is over."
+        assert (await episode.act("[slate]")).text == "The episode is over."
         assert (episode.report.steps, episode.report.error) == (1, None)
 
 
@@ -65,12 +65,12 @@ async def test_lost_game_pays_partial_credit_once(wordle_url):
 async def test_invalid_replies_get_feedback_and_are_bounded(wordle_url):
     async with episode_at(wordle_url, max_invalid_actions=3) as episode:
         await episode.reset({"seed": 1})
-        first = await episode.act('{"guess": "crane"}')
+        first = (await episode.act('{"guess": "crane"}')).text
         assert "missing required field 'message'" in first
         assert "not stepped" in first and '"message":"..."' in first
         await episode.act("")
         assert not episode.report.done
-        last = await episode.act("   ")
+        last = (await episode.act("   ")).text
         report = episode.report
         assert (report.done, report.stop_reason) == (True, "invalid_actions")
         assert (report.steps, report.invalid_actions) == (0, 3)
@@ -104,7 +104,7 @@ def result_of(turn: str) -> dict:
 async def test_mcp_tools_are_discovered_and_called(counter_url):
     async with episode_at(counter_url) as episode:
         assert [t.name for t in episode.spec.tools] == ["add", "peek", "submit"]
-        opening = await episode.reset({"start": 1})
+        opening = (await episode.reset({"start": 1})).text
         assert "- submit: Submit the final counter value" in opening
         replies = [
             '{"tool_name": "add", "arguments": {"n": 2}}',
@@ -112,7 +112,7 @@ async def test_mcp_tools_are_discovered_and_called(counter_url):
             '{"tool_name": "add", "arguments": {"n": 4}}',
             '{"tool_name": "submit", "arguments": {"answer": 7}}',
         ]
-        texts = [await episode.act(r) for r in replies]
+        texts = [(await episode.act(r)).text for r in replies]
         assert result_of(texts[1])["data"] == 3
         report = episode.report
         assert report.reward == 0.25 + 0.0 + 0.25 + 1.0
@@ -141,5 +141,5 @@ async def test_sessions_on_one_server_are_isolated(counter_url):
         await a.reset({"start": 10})
         await b.reset({"start": 0})
         await a.act('{"tool_name": "add", "arguments": {"n": 1}}')
-        peek = await b.act('{"tool_name": "peek"}')
+        peek = (await b.act('{"tool_name": "peek"}')).text
         assert result_of(peek)["data"] == 0

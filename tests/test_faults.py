@@ -160,14 +160,14 @@ def move(name: str, amount: int) -> str:
 async def test_non_actions_get_feedback_and_are_bounded(faulty_url, reply, problem):
     async with episode_at(faulty_url, max_invalid_actions=3) as episode:
         await episode.reset({})
-        first = await episode.act(reply)
+        first = (await episode.act(reply)).text
         # A feedback turn naming the problem and the format, the env not stepped.
         assert f"Invalid action: {problem}. The environment was not stepped." in first
         assert "2 more invalid actions in a row will end the episode" in first
         assert '"required":["move","amount"]' in first
         assert 'Example: {"move":"...","amount":0}' in first
         await episode.act(reply)
-        last = await episode.act(reply)
+        last = (await episode.act(reply)).text
         report = episode.report
         assert (report.done, report.stop_reason, report.error) == (
             True,
@@ -177,7 +177,7 @@ async def test_non_actions_get_feedback_and_are_bounded(faulty_url, reply, probl
         assert (report.steps, report.invalid_actions, report.reward) == (0, 3, 0.0)
         assert "3 invalid actions in a row, so the episode is over" in last
         # Bounded: nothing more happens, whatever the model keeps sending.
-        assert await episode.act(move("score", 1)) == "The episode is over."
+        assert (await episode.act(move("score", 1))).text == "The episode is over."
         assert report.steps == 0
 
 
@@ -288,7 +288,7 @@ async def test_unknown_reset_kwarg_is_warned_once_per_key(
     ]:
         async with contextlib.AsyncExitStack() as stack:
             episode = await open_episode(uv_target, EpisodeLimits(), stack)
-            openings.append(await episode.reset(kwargs))
+            openings.append((await episode.reset(kwargs)).text)
     # OpenEnv dropped the unknown keys and reset with the rest.
     assert openings[0].startswith("text: Ready (hard).\ndifficulty: hard\n")
     assert openings[1].startswith("text: Ready (easy).\ndifficulty: easy\n")
@@ -454,7 +454,7 @@ async def test_step_timeout_ends_the_episode_keeping_what_was_earned(
         await episode.reset({})
         await episode.act(move("score", 2))
         started = time.monotonic()
-        text = await episode.act(move("hang", 30))
+        text = (await episode.act(move("hang", 30))).text
         assert time.monotonic() - started < 5
         report = episode.report
         assert text == (
@@ -466,7 +466,7 @@ async def test_step_timeout_ends_the_episode_keeping_what_was_earned(
         assert (report.done, report.stop_reason) == (True, "error")
         assert (report.reward, report.steps) == (2.0, 1)
         # Nothing is stepped after a failure (the client would reconnect afresh).
-        assert await episode.act(move("score", 5)) == "The episode is over."
+        assert (await episode.act(move("score", 5))).text == "The episode is over."
         assert (report.reward, report.steps) == (2.0, 1)
 
 
@@ -484,7 +484,7 @@ async def test_restarted_server_is_not_silently_rejoined():
             proc.kill()
             proc.wait(10)
             proc = await asyncio.to_thread(start_faulty, port, 8)
-            text = await episode.act(move("score", 4))
+            text = (await episode.act(move("score", 4))).text
             report = episode.report
             assert report.error == (
                 f"{url}: the env server closed the session (it stopped, restarted or "

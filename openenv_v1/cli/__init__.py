@@ -107,6 +107,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds per reset, step and HTTP call (default 60)",
     )
     check.add_argument(
+        "--no-observation-images",
+        dest="observation_images",
+        action="store_false",
+        help="show image fields as one-line notes, as a rollout with "
+        "task.user.observation_images false does",
+    )
+    check.add_argument(
+        "--max-observation-chars",
+        type=int,
+        default=8_000,
+        metavar="N",
+        help="bound on a turn's text, as task.user.max_observation_chars "
+        "(default 8000)",
+    )
+    check.add_argument(
         "--probe-sessions",
         type=int,
         default=4,
@@ -177,6 +192,8 @@ def _check(args: argparse.Namespace) -> int:
         action=args.action,
         probe_sessions=max(0, args.probe_sessions),
         timeout_s=args.timeout,
+        observation_images=args.observation_images,
+        max_observation_chars=args.max_observation_chars,
     )
     report = CheckReport(target=describe_target(target))
     if args.base_url and (args.env_id or args.project_path or args.app):

@@ -10,8 +10,9 @@ Stages, in order; the first failure ends the check:
     launch | connect   open_env (UV, Docker, or base_url)
     health, metadata   GET /health (must be OK), GET /metadata (optional)
     schema             the action schema; for an MCP env, its tools
-    reset              reset(**reset) on the rollout's session: the first observation
-    step               one --action, parsed like a model reply, stepped
+    reset              reset(**reset) on the rollout's session: the first observation,
+                       and the turn the model gets (text length, images, cuts)
+    step               one --action, parsed like a model reply, stepped (and its turn)
     seed check         the same reset (and action) on a fresh session: same results?
     sessions           how many concurrent sessions the server accepts
 
@@ -47,8 +48,8 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.render import render_opening
 from openenv_v1.core.schema import ActionSpec, fetch_action_spec, read_reset_params
+from openenv_v1.core.turns import Turn, TurnRenderer
 
 _CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
 # How long a fresh session retries a server still counting a session just closed.
@@ -66,6 +67,10 @@ class CheckOptions:
     """Concurrent sessions to try at most; 0 skips the probe."""
     timeout_s: float = 60.0
     """Per reset / step / HTTP call."""
+    observation_images: bool = True
+    """As `task.user.observation_images`: send image fields as images."""
+    max_observation_chars: int = 8_000
+    """As `task.user.max_observation_chars`: the bound on a turn's text."""
 
 
 @dataclass
@@ -195,10 +200,13 @@ async def _check(
     report.stage = "reset"
     await asyncio.to_thread(_check_reset_keys, options, report)
     first = await _call("reset", client.reset(**options.reset), options.timeout_s)
+    turns = TurnRenderer(
+        images=options.observation_images, max_chars=options.max_observation_chars
+    )
     report.reset = {
         "kwargs": options.reset,
         **_result(first),
-        "opening": render_opening(first.observation, spec),
+        **_turn(turns.opening(first.observation or {}, spec)),
     }
 
     action: dict[str, Any] | None = None
@@ -212,7 +220,11 @@ async def _check(
         except InvalidAction as e:
             raise StageFailed(f"--action is not a valid action: {e}") from e
         stepped = await _call("step", client.step(action), options.timeout_s)
-        report.step = {"action": action, **_result(stepped)}
+        report.step = {
+            "action": action,
+            **_result(stepped),
+            **_turn(turns.observation(stepped.observation or {})),
+        }
 
     # The rollout's session is done: free its slot (the server keeps running) so the
     # fresh sessions below fit on a server that allows only one.
@@ -375,6 +387,12 @@ async def _call(what: str, call: Awaitable[Any], timeout_s: float) -> Any:
                 f"{what} was refused by the server ({code}): {server_error_message(e)}"
             ) from e
         raise StageFailed(f"{what} failed: {describe(e)}") from e
+
+
+def _turn(turn: Turn) -> dict[str, Any]:
+    """The user turn as the model gets it: its text and a summary (text length,
+    images with their encoded size, images left out, fields cut)."""
+    return {"turn": turn.text, "model_gets": turn.summary()}
 
 
 def _result(result: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from openenv_v1.cli.check import CheckReport
-from openenv_v1.core.render import render_observation
 
 _WIDTH = 12
 _OBSERVATION_CHARS = 400
@@ -54,12 +53,34 @@ def _tool_line(tool: dict[str, Any]) -> str:
     return f"{tool['name']}({args}){about}"
 
 
+def model_gets_text(gets: dict[str, Any]) -> str:
+    """`1,234 chars of text + 1 image: screen 210x160x3 (image/png, 7,421 bytes)`,
+    then what was left out or cut."""
+    images = gets["images"]
+    text = f"{gets['text_chars']:,} chars of text"
+    if images:
+        text += f" + {len(images)} image{'s' if len(images) > 1 else ''}: " + ", ".join(
+            f"{i['field']} {i['shape']} ({i['mime']}, {i['bytes']:,} bytes)"
+            for i in images
+        )
+    if omitted := gets["omitted_images"]:
+        text += "\nimages not shown (observation images off): " + ", ".join(
+            f"{i['field']} {i['shape']}" for i in omitted
+        )
+    if cuts := gets["cuts"]:
+        text += "\ncut to fit the bound: " + ", ".join(
+            f"{c['field']} ({c['total_chars'] - c['shown_chars']:,} of "
+            f"{c['total_chars']:,} chars)"
+            for c in cuts
+        )
+    return text
+
+
 def _result_text(result: dict[str, Any], head: str) -> str:
     outcome = f"reward {result['reward']}, done {str(result['done']).lower()}"
     observation = result["observation"] or {}
-    text = (
-        f"{head} -> {outcome}\nthe model sees: {_clip(render_observation(observation))}"
-    )
+    text = f"{head} -> {outcome}\nthe model sees: {_clip(result['turn'])}"
+    text += f"\nthe model gets: {model_gets_text(result['model_gets'])}"
     if metadata := observation.get("metadata"):
         text += f"\nmetadata (hidden from the model): {_clip(_compact(metadata))}"
     return text

@@ -12,6 +12,8 @@ The flow of one episode, one module each:
     schema.py      ActionSpec: the live action schema and, for MCP envs, the tool list
     actions.py     parse_action: a model reply -> an action dict, or InvalidAction
     render.py      observations, the action format and feedback as model-facing text
+    images.py      pixel fields of an observation found and encoded as PNG
+    turns.py       Turn: an observation as bounded text plus its images
     episode.py     EnvEpisode: reset, step, reward sum, done, invalid-action bounds
 """
 

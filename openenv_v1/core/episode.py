@@ -39,18 +39,14 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.render import (
-    ObservationFormat,
-    ObservationRenderer,
-    render_invalid,
-    render_opening,
-)
+from openenv_v1.core.render import ObservationFormat
 from openenv_v1.core.schema import (
     ActionSpec,
     ResetParams,
     fetch_action_spec,
     read_reset_params,
 )
+from openenv_v1.core.turns import Turn, TurnRenderer
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +99,8 @@ class EnvEpisode:
         reset_params: ResetParams | None = None,
         observation_format: ObservationFormat = "text",
         message_timeout_s: float = float("inf"),
+        observation_images: bool = True,
+        max_observation_chars: int = 8_000,
     ) -> None:
         self.client = client
         self.spec = spec
@@ -111,11 +109,13 @@ class EnvEpisode:
         self.reset_params = reset_params
         """The env's reset signature when its source was read; None when unknown."""
         self.report = EpisodeReport()
-        self.render = ObservationRenderer(observation_format)
+        self.turns = TurnRenderer(
+            observation_format, observation_images, max_observation_chars
+        )
         self.message_timeout_s = message_timeout_s
         """The client's own per-message timeout (`EnvTarget.message_timeout_s`)."""
 
-    async def reset(self, kwargs: dict[str, Any]) -> str:
+    async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
         server at capacity retried for up to `capacity_wait_s` first."""
         self._warn_unknown_reset_keys(kwargs)
@@ -151,16 +151,16 @@ class EnvEpisode:
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return render_opening(result.observation, self.spec, self.render)
+        return self.turns.opening(result.observation, self.spec)
 
     def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
         if self.reset_params is not None:
             _warn_unknown_keys(self.label, self.reset_params, [kwargs])
 
-    async def act(self, reply: str) -> str:
+    async def act(self, reply: str) -> Turn:
         """Apply one model reply and return the next user turn."""
         if self.report.done:
-            return "The episode is over."
+            return Turn("The episode is over.")
         try:
             action = parse_action(reply, self.spec)
         except InvalidAction as e:
@@ -192,7 +192,7 @@ class EnvEpisode:
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return self.render(result.observation)
+        return self.turns.observation(result.observation)
 
     async def _step(self, action: dict[str, Any]) -> Any:
         """`client.step` within `step_timeout_s`. The client bounds every message by
@@ -212,22 +212,24 @@ class EnvEpisode:
         if signals:
             self.report.signals = signals
 
-    def _invalid(self, problem: str) -> str:
+    def _invalid(self, problem: str) -> Turn:
         report = self.report
         report.invalid_actions += 1
         report.invalid_streak += 1
         left = self.limits.max_invalid_actions - report.invalid_streak
         if left <= 0:
             report.done, report.stop_reason = True, "invalid_actions"
-            return (
+            return self.turns.message(
                 f"Invalid action: {problem}. That was {report.invalid_streak} invalid "
                 "actions in a row, so the episode is over."
             )
-        return render_invalid(problem, self.spec, left)
+        return self.turns.invalid(problem, self.spec, left)
 
-    def _failed(self, message: str) -> str:
+    def _failed(self, message: str) -> Turn:
         self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
-        return f"The environment failed: {message}. The episode is over."
+        return self.turns.message(
+            f"The environment failed: {message}. The episode is over."
+        )
 
 
 def _signals(metadata: Any) -> dict[str, float]:
@@ -265,6 +267,8 @@ async def open_episode(
     stack: contextlib.AsyncExitStack,
     *,
     observation_format: ObservationFormat = "text",
+    observation_images: bool = True,
+    max_observation_chars: int = 8_000,
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
     is ready for `reset`."""
@@ -282,6 +286,8 @@ async def open_episode(
         params,
         observation_format,
         message_timeout_s=target.message_timeout_s,
+        observation_images=observation_images,
+        max_observation_chars=max_observation_chars,
     )
 
 

@@ -68,12 +68,16 @@ class ObservationRenderer:
     def __call__(self, observation: dict[str, Any]) -> str:
         if self.format == "json":
             return render_observation(observation)
+        return "\n".join(text for _, text in self.pieces(observation))
+
+    def pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
+        """The text format's lines, one (field, text) per shown field, in order."""
         fields = _visible(observation)
         texts = [k for k, v in fields.items() if isinstance(v, str)]
         # The one text field, if it reads as prose, goes first and unlabelled.
         main = texts[0] if len(texts) == 1 and _is_prose(fields[texts[0]]) else None
         shown_now = {v for v in fields.values() if isinstance(v, str)}
-        lines = [fields[main]] if main else []
+        lines = [(main, fields[main])] if main else []
         for key, value in fields.items():
             if key == main:
                 continue
@@ -82,8 +86,8 @@ class ObservationRenderer:
                 if not value:
                     continue
             rendered = value if isinstance(value, str) else _compact(value)
-            lines.append(f"{key}: {rendered}")
-        return "\n".join(lines)
+            lines.append((key, f"{key}: {rendered}"))
+        return lines
 
     def _new_entries(
         self, field: str, entries: list[Any], shown_now: set[str]

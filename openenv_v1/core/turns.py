@@ -1,0 +1,201 @@
+"""User turns: an observation as bounded text plus its pixels as images.
+
+`TurnRenderer` wraps the text renderer (`render.py`) with two rules:
+
+- image fields (`images.py`: pixel lists, image strings) leave the text; each becomes
+  one line, `screen: image 210x160x3, attached`, and the encoded image goes with the
+  turn (`Turn.images`). With images off the line says `not shown` instead and no
+  image goes;
+- no turn's text is longer than `max_chars`. When the fields do not fit, the longest
+  are cut to an equal share of what is left (short fields stay whole), each with a
+  note: `[... 95,210 of 103,456 chars of pruned_html cut]`. The action format of the
+  opening and feedback turns is never cut; the observation gets the rest.
+
+    turns = TurnRenderer(images=True, max_chars=8_000)
+    opening = turns.opening(reset_observation, spec)  # .text, .images, .cuts
+    later = turns.observation(step_observation)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from openenv_v1.core.images import FoundImage, find_images
+from openenv_v1.core.render import (
+    ObservationFormat,
+    ObservationRenderer,
+    _compact,
+    _visible,
+    render_action_format,
+    render_invalid,
+)
+from openenv_v1.core.schema import ActionSpec
+
+MIN_OBSERVATION_CHARS = 500
+"""What an observation keeps even when the action format leaves less of the bound
+(then, and only then, the opening turn is longer than the bound)."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A field shortened to fit the bound: `shown` of its `total` characters."""
+
+    field: str
+    shown: int
+    total: int
+
+    @property
+    def note(self) -> str:
+        return _note(self.field, self.total - self.shown, self.total)
+
+
+@dataclass
+class Turn:
+    """One user turn: its text, the images sent with it, and what was left out."""
+
+    text: str
+    images: list[FoundImage] = field(default_factory=list)
+    omitted: list[FoundImage] = field(default_factory=list)
+    """Images found but not sent (`images` off)."""
+    cuts: list[Cut] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """What the model gets, for `check`: text length, images, cuts."""
+        return {
+            "text_chars": len(self.text),
+            "images": [
+                {
+                    "field": i.field,
+                    "shape": i.shape_text,
+                    "mime": i.mime,
+                    "bytes": len(i.encoded()),
+                }
+                for i in self.images
+            ],
+            "omitted_images": [
+                {"field": i.field, "shape": i.shape_text} for i in self.omitted
+            ],
+            "cuts": [
+                {"field": c.field, "shown_chars": c.shown, "total_chars": c.total}
+                for c in self.cuts
+            ],
+        }
+
+
+def _note(name: str, cut: int, total: int) -> str:
+    return f" [... {cut:,} of {total:,} chars of {name} cut]"
+
+
+def fit(pieces: list[tuple[str, str]], budget: int) -> tuple[list[str], list[Cut]]:
+    """The pieces' texts, the longest cut so that all of them, one separator apart,
+    take at most `budget` characters."""
+    sizes = [len(text) for _, text in pieces]
+    room = budget - max(0, len(pieces) - 1)
+    if sum(sizes) <= room:
+        return [text for _, text in pieces], []
+    reserve = max(len(_note(name, len(text), len(text))) for name, text in pieces)
+    caps = _water_fill(sizes, room, reserve)
+    texts, cuts = [], []
+    for index, (name, text) in enumerate(pieces):
+        cap = caps.get(index)
+        if cap is None:
+            texts.append(text)
+            continue
+        cut = Cut(name, cap, len(text))
+        texts.append(text[:cap] + cut.note)
+        cuts.append(cut)
+    return texts, cuts
+
+
+def _water_fill(sizes: list[int], room: int, reserve: int) -> dict[int, int]:
+    """Index -> length for the pieces to cut: every piece that does not fit an equal
+    share of what the shorter ones leave gets that share (less its note's `reserve`)."""
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)
+    remaining = room
+    for position, index in enumerate(order):
+        left = len(order) - position
+        share = remaining // left
+        if sizes[index] <= share:
+            remaining -= sizes[index]
+            continue
+        cap = max(0, share - reserve)
+        return {i: min(cap, sizes[i]) for i in order[position:]}
+    return {}
+
+
+class TurnRenderer:
+    """Renders one episode's turns; keeps the text renderer's memory of what the
+    model has seen (history entries are shown once)."""
+
+    def __init__(
+        self,
+        format: ObservationFormat = "text",
+        images: bool = True,
+        max_chars: int = 8_000,
+    ) -> None:
+        self.text = ObservationRenderer(format)
+        self.images = images
+        self.max_chars = max_chars
+
+    def observation(self, observation: dict[str, Any], reserve: int = 0) -> Turn:
+        """The observation as a turn whose text takes at most `max_chars - reserve`."""
+        found = find_images(observation)
+        used = {name for image in found for name in image.uses}
+        rest = {k: v for k, v in observation.items() if k not in used}
+        image_lines = [
+            f"{i.field}: image {i.shape_text}, "
+            + ("attached" if self.images else "not shown")
+            for i in found
+        ]
+        limit = max(self.max_chars - reserve, MIN_OBSERVATION_CHARS)
+        budget = limit - sum(len(line) + 1 for line in image_lines)
+        if self.text.format == "json":
+            texts, cuts = fit(self._pieces(rest), budget - 2)
+            texts = ["{" + ",".join(texts) + "}"]
+        else:
+            texts, cuts = fit(self._pieces(rest), budget)
+        text = "\n".join(texts + image_lines)
+        if len(text) > limit:
+            # Only when the bound is too small for the notes themselves.
+            text = self.clip(text, limit)
+        if self.images:
+            return Turn(text, images=found, cuts=cuts)
+        return Turn(text, omitted=found, cuts=cuts)
+
+    def _pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
+        if self.text.format == "json":
+            return [
+                (k, f"{_compact(k)}:{_compact(v)}")
+                for k, v in _visible(observation).items()
+            ]
+        return self.text.pieces(observation)
+
+    def opening(self, observation: dict[str, Any], spec: ActionSpec) -> Turn:
+        """The reset observation, then the action format (once per episode)."""
+        action_format = render_action_format(spec)
+        turn = self.observation(observation, reserve=len(action_format) + 2)
+        turn.text = (
+            f"{turn.text}\n\n{action_format}" if turn.text.strip() else action_format
+        )
+        return turn
+
+    def invalid(self, problem: str, spec: ActionSpec, left: int) -> Turn:
+        """Feedback on an invalid action; a long problem (it may quote the reply) is
+        cut to fit."""
+        text = render_invalid(problem, spec, left)
+        over = len(text) - self.max_chars
+        if over > 0 and over < len(problem):
+            text = render_invalid(self.clip(problem, len(problem) - over), spec, left)
+        return Turn(text)
+
+    def message(self, text: str) -> Turn:
+        """A plain message (episode over, env failure), clipped to the bound."""
+        return Turn(self.clip(text, self.max_chars))
+
+    @staticmethod
+    def clip(text: str, limit: int) -> str:
+        if len(text) <= limit:
+            return text
+        kept = max(0, limit - len(f" [... {len(text):,} more chars cut]"))
+        return text[:kept] + f" [... {len(text) - kept:,} more chars cut]"
