@@ -8,10 +8,12 @@ import time
 from pathlib import Path
 
 from tests.servers import (
+    TEST_ENVS,
     WORDLE_APP,
     WORDLE_PROJECT,
     free_port,
     processes_matching,
+    uvicorn_server,
 )
 
 CLI = Path(sys.executable).parent / "openenv-v1"
@@ -144,6 +146,19 @@ def test_check_lists_the_tools_of_an_mcp_env(counter_url):
     assert "submit(answer: integer)  Submit the final counter value" in out
     assert "-> reward 0.25, done false" in out
     assert "skipped: no `seed`" in out
+
+
+def test_check_fails_within_its_timeout_when_list_tools_never_answers():
+    with uvicorn_server("counter_env:hanging_app", app_dir=TEST_ENVS) as url:
+        started = time.monotonic()
+        proc = run_cli("check", "--base-url", url, "--timeout", "3", "--json")
+        elapsed = time.monotonic() - started
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    assert report["failure"]["stage"] == "schema"
+    assert "the list_tools step did not answer within 3s" in report["failure"]["error"]
+    assert "openenv-core" in report["failure"]["hint"]
+    assert elapsed < 30
 
 
 def test_check_wrong_app_fails_fast_with_the_servers_own_error():

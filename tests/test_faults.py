@@ -38,6 +38,9 @@ path. Each failure case and the tests that cover it (here unless a module is nam
     test_uv_launch.py::test_wrong_app_fails_fast_with_the_servers_own_error
 - step timeout:
     test_step_timeout_ends_the_episode_keeping_what_was_earned
+- an MCP env whose list_tools step never answers (openenv-core 0.2.x servers):
+    test_an_mcp_list_tools_step_that_never_answers_fails_within_the_step_timeout;
+    test_cli.py::test_check_fails_within_its_timeout_when_list_tools_never_answers
 - never step after done:
     test_episode.py::test_no_step_after_done; after a failure:
     test_step_timeout_ends_the_episode_keeping_what_was_earned
@@ -80,6 +83,7 @@ from tests.servers import (
     policy_server,
     run_eval,
     stop,
+    uvicorn_server,
     wait_http,
 )
 
@@ -468,6 +472,19 @@ async def test_step_timeout_ends_the_episode_keeping_what_was_earned(
         # Nothing is stepped after a failure (the client would reconnect afresh).
         assert (await episode.act(move("score", 5))).text == "The episode is over."
         assert (report.reward, report.steps) == (2.0, 1)
+
+
+async def test_an_mcp_list_tools_step_that_never_answers_fails_within_the_step_timeout():
+    with uvicorn_server("counter_env:hanging_app", app_dir=TEST_ENVS) as url:
+        started = time.monotonic()
+        async with contextlib.AsyncExitStack() as stack:
+            with pytest.raises(EnvFailure) as info:
+                await open_episode(
+                    EnvTarget(base_url=url), EpisodeLimits(step_timeout_s=2), stack
+                )
+        assert time.monotonic() - started < 10
+    assert "the list_tools step did not answer within 2s" in str(info.value)
+    assert "openenv-core 0.2.x" in str(info.value)
 
 
 async def test_restarted_server_is_not_silently_rejoined():

@@ -7,12 +7,17 @@ uses a subclass of it, which the `list_tools` step does not understand (tools mu
 be listed over JSON-RPC on `/mcp`).
 """
 
+import asyncio
 from typing import Any
 
 from fastmcp import FastMCP
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+from openenv.core.env_server.mcp_types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+)
 from openenv.core.env_server.types import Observation, State
 from pydantic import Field
 
@@ -80,6 +85,16 @@ class CounterEnvironment(MCPEnvironment):
         return self._state
 
 
+class HangingListToolsEnvironment(CounterEnvironment):
+    """Takes a `list_tools` step and never answers it, as servers on openenv-core
+    0.2.x do with MCP steps over WebSocket."""
+
+    async def step_async(self, action, timeout_s=None, **kwargs):
+        if isinstance(action, ListToolsAction):
+            await asyncio.sleep(3600)
+        return await super().step_async(action, timeout_s=timeout_s, **kwargs)
+
+
 class CounterCallAction(CallToolAction):
     """A subclassed call-tool action, like finqa's."""
 
@@ -96,6 +111,13 @@ app = create_app(
 subclassed_app = create_app(
     CounterEnvironment,
     CounterCallAction,
+    CallToolObservation,
+    env_name="counter",
+    max_concurrent_envs=8,
+)
+hanging_app = create_app(
+    HangingListToolsEnvironment,
+    CallToolAction,
     CallToolObservation,
     env_name="counter",
     max_concurrent_envs=8,
