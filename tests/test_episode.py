@@ -95,10 +95,10 @@ async def test_rejected_reset_kwargs_name_the_env_error(wordle_url):
             await episode.reset({"word": "zzzzq"})
 
 
-def result_of(turn: str) -> dict:
-    """The `result` field of an MCP observation as the text format shows it."""
-    (line,) = [t for t in turn.splitlines() if t.startswith("result: ")]
-    return json.loads(line.removeprefix("result: "))
+def result_of(turn: str, tool: str):
+    """A tool's result as the text format shows it: `<tool>: <value>`."""
+    (line,) = [t for t in turn.splitlines() if t.startswith(f"{tool}: ")]
+    return json.loads(line.removeprefix(f"{tool}: "))
 
 
 async def test_mcp_tools_are_discovered_and_called(counter_url):
@@ -113,7 +113,7 @@ async def test_mcp_tools_are_discovered_and_called(counter_url):
             '{"tool_name": "submit", "arguments": {"answer": 7}}',
         ]
         texts = [(await episode.act(r)).text for r in replies]
-        assert result_of(texts[1])["data"] == 3
+        assert result_of(texts[1], "peek") == 3
         report = episode.report
         assert report.reward == 0.25 + 0.0 + 0.25 + 1.0
         assert (report.steps, report.done, report.stop_reason) == (4, True, "done")
@@ -142,4 +142,4 @@ async def test_sessions_on_one_server_are_isolated(counter_url):
         await b.reset({"start": 0})
         await a.act('{"tool_name": "add", "arguments": {"n": 1}}')
         peek = (await b.act('{"tool_name": "peek"}')).text
-        assert result_of(peek)["data"] == 0
+        assert result_of(peek, "peek") == 0

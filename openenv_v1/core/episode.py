@@ -39,7 +39,7 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.render import ObservationFormat
+from openenv_v1.core.render import REWARD_SIGNAL_KEYS, ObservationFormat
 from openenv_v1.core.schema import (
     ActionSpec,
     ResetParams,
@@ -237,7 +237,7 @@ def _signals(metadata: Any) -> dict[str, float]:
     `rewards` mapping if present."""
     if not isinstance(metadata, dict):
         return {}
-    for key in ("reward_signals", "rewards", "reward_components"):
+    for key in REWARD_SIGNAL_KEYS:
         raw = metadata.get(key)
         if isinstance(raw, dict):
             return {

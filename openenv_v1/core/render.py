@@ -4,38 +4,196 @@ The opening turn carries the reset observation plus the action format (schema or
 list) once; later turns carry only the new observation. After an invalid action the
 feedback names the problem and repeats the format, so the model can recover.
 
+What an observation shows (`_visible`), before formatting:
+
+- its fields, without `metadata` and empty values (None, "", [], {});
+- when nothing is left but `done` / `reward` (MCP envs such as OpenEnv's finqa_env put
+  the task in the reset observation's `metadata`), the content of `metadata` instead,
+  less its empty values and the reward-signal keys `episode._signals` scores from
+  (`reward_signals`, `rewards`, `reward_components`). Otherwise `metadata` is hidden;
+- for an MCP tool call (OpenEnv's `CallToolObservation`: `tool_name`, `result`,
+  `error`), the tool's own result under the tool's name instead of the MCP envelope:
+  the result's `data` when set, else its `structured_content` (a lone
+  `{"result": x}` unwrapped to x), else the text of its `content` parts, non-text parts
+  as `[image/png]` and the like; `null` when the tool returned nothing. A failed call
+  (`error` set, or a result with `is_error`) shows as `error` instead:
+  `<error_type>: <message>`, or the result's text. Other fields of the observation
+  follow (not `done`, `reward`, `metadata`).
+
 Observations are shown in one of two formats (`ObservationFormat`):
 
-- `json`: the observation as compact JSON;
-- `text` (the default): one line per field, `name: value`, with the observation's one
-  text field (e.g. a `prompt`) shown as plain text. A list of records (a chat-style
-  history that grows every step) shows only the records the model has not been shown,
-  leaving out those that merely copy the text field.
-
-Both leave out `metadata` (reward signals are for scoring, not for the model) and
-empty fields.
+- `json`: what is shown, as compact JSON: `{"add":3}`, `{"error":"tool_not_found:
+  Unknown tool: 'nope'"}`, `{"question":"...","company":"alphabet"}`;
+- `text` (the default): one line per field, `name: value` (`add: 3`,
+  `error: execution_error: ...`, `question: ...`), with the observation's one text
+  field (e.g. a `prompt`) shown as plain text. A list of records (a chat-style history
+  that grows every step) shows only the records the model has not been shown, leaving
+  out those that merely copy the text field. A tool's result and error are always
+  labelled and shown whole: a tool answering a list of records twice shows it twice.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from openenv_v1.core.schema import ActionSpec
 
 ObservationFormat = Literal["text", "json"]
 
+# The metadata keys reward signals are read from (`episode._signals`, in this order):
+# scoring, not content.
+REWARD_SIGNAL_KEYS = ("reward_signals", "rewards", "reward_components")
+_STEP_KEYS = frozenset({"done", "reward"})
+_TOOL_KEYS = frozenset({"tool_name", "result", "error"})
+# The fields of an MCP `CallToolResult` as OpenEnv serializes it (fastmcp's snake_case
+# or the MCP SDK's camelCase).
+_ENVELOPE_KEYS = frozenset(
+    {
+        "content",
+        "structured_content",
+        "structuredContent",
+        "data",
+        "meta",
+        "_meta",
+        "is_error",
+        "isError",
+    }
+)
+
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _empty(value: Any) -> bool:
+    return value in (None, "", [], {})
+
+
+@dataclass(frozen=True)
+class _View:
+    """What an observation shows: `fields` in order; `whole` names the fields (a
+    tool's result, its error) shown labelled and in full every turn."""
+
+    fields: dict[str, Any]
+    whole: frozenset[str] = field(default_factory=frozenset)
+
+
+def _view(observation: dict[str, Any]) -> _View:
+    if _is_tool_call(observation):
+        return _tool_view(observation)
+    fields = {k: v for k, v in observation.items() if k != "metadata" and not _empty(v)}
+    if fields.keys() <= _STEP_KEYS:
+        metadata = observation.get("metadata")
+        if isinstance(metadata, dict):
+            shown = {
+                str(k): v
+                for k, v in metadata.items()
+                if k not in REWARD_SIGNAL_KEYS and not _empty(v)
+            }
+            if shown:
+                return _View(shown)
+    return _View(fields)
+
+
 def _visible(observation: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v
-        for k, v in observation.items()
-        if k != "metadata" and v not in (None, "", [], {})
-    }
+    """The fields an observation shows (see the module docstring), in order."""
+    return _view(observation).fields
+
+
+def _is_tool_call(observation: dict[str, Any]) -> bool:
+    """Whether the observation is OpenEnv's `CallToolObservation` (it always carries
+    all three of `tool_name`, `result` and `error`)."""
+    return observation.keys() >= _TOOL_KEYS and isinstance(
+        observation.get("tool_name"), str
+    )
+
+
+def _tool_view(observation: dict[str, Any]) -> _View:
+    name = observation["tool_name"] or "result"
+    fields: dict[str, Any] = {}
+    error = observation.get("error")
+    result = observation.get("result")
+    if _is_envelope(result):
+        value, failed = _unwrap(result)
+        if failed:
+            fields["error"] = value
+        elif not (error and value is None):
+            fields[name] = value
+    elif not (error and result is None):
+        fields[name] = result
+    if error:
+        fields["error"] = _error_text(error)
+    whole = frozenset(fields)
+    for key, value in observation.items():
+        if key in _TOOL_KEYS or key in _STEP_KEYS or key == "metadata":
+            continue
+        if key not in fields and not _empty(value):
+            fields[key] = value
+    return _View(fields, whole)
+
+
+def _is_envelope(result: Any) -> bool:
+    return (
+        isinstance(result, dict)
+        and "content" in result
+        and result.keys() <= _ENVELOPE_KEYS
+    )
+
+
+def _unwrap(result: dict[str, Any]) -> tuple[Any, bool]:
+    """The tool's own value in an MCP result, and whether the tool reported an error."""
+    parts = result.get("content")
+    structured = result.get("structured_content", result.get("structuredContent"))
+    if result.get("is_error") or result.get("isError"):
+        text = _parts_text(parts)
+        if text is None and structured is not None:
+            text = _compact(structured)
+        return text or "the tool reported an error", True
+    if result.get("data") is not None:
+        return result["data"], False
+    if structured is not None:
+        if isinstance(structured, dict) and list(structured) == ["result"]:
+            return structured["result"], False
+        return structured, False
+    return _parts_text(parts), False
+
+
+def _parts_text(parts: Any) -> str | None:
+    """MCP content parts as text: text parts as they are, others summarized
+    (`[image/png]`, `[resource file:///a.txt]`), one per line."""
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        if not isinstance(part, dict):
+            texts.append(part if isinstance(part, str) else _compact(part))
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            texts.append(str(part.get("text") or ""))
+        elif kind == "resource":
+            resource = part.get("resource") or {}
+            text = resource.get("text") if isinstance(resource, dict) else None
+            uri = resource.get("uri") if isinstance(resource, dict) else None
+            texts.append(text if isinstance(text, str) else f"[resource {uri}]")
+        elif kind == "resource_link":
+            texts.append(f"[resource {part.get('uri')}]")
+        else:
+            mime = part.get("mimeType") or part.get("mime_type")
+            texts.append(f"[{mime or kind or 'content'}]")
+    return "\n".join(texts) if texts else None
+
+
+def _error_text(error: Any) -> str:
+    """OpenEnv's `ToolError` (`error_type`, `message`) as `<error_type>: <message>`."""
+    if not isinstance(error, dict):
+        return error if isinstance(error, str) else _compact(error)
+    message = error.get("message")
+    message = message if isinstance(message, str) else _compact(error)
+    kind = error.get("error_type")
+    return f"{kind}: {message}" if isinstance(kind, str) and kind else message
 
 
 def _record_key(record: dict[str, Any]) -> Any:
@@ -53,7 +211,7 @@ def _is_prose(text: str) -> bool:
 
 
 def render_observation(observation: dict[str, Any]) -> str:
-    """The observation as compact JSON, without empty fields and `metadata`."""
+    """What the observation shows (see the module docstring) as compact JSON."""
     return _compact(_visible(observation))
 
 
@@ -72,16 +230,22 @@ class ObservationRenderer:
 
     def pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
         """The text format's lines, one (field, text) per shown field, in order."""
-        fields = _visible(observation)
+        view = _view(observation)
+        fields = view.fields
         texts = [k for k, v in fields.items() if isinstance(v, str)]
-        # The one text field, if it reads as prose, goes first and unlabelled.
-        main = texts[0] if len(texts) == 1 and _is_prose(fields[texts[0]]) else None
+        # The one text field, if it reads as prose, goes first and unlabelled (not in
+        # a tool call's turn: its result and error are always labelled).
+        main = (
+            texts[0]
+            if not view.whole and len(texts) == 1 and _is_prose(fields[texts[0]])
+            else None
+        )
         shown_now = {v for v in fields.values() if isinstance(v, str)}
         lines = [(main, fields[main])] if main else []
         for key, value in fields.items():
             if key == main:
                 continue
-            if isinstance(value, list):
+            if isinstance(value, list) and key not in view.whole:
                 value = self._new_entries(key, value, shown_now)
                 if not value:
                     continue
