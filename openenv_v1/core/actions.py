@@ -5,6 +5,10 @@ block, or the first {...} object in the text); for a schema whose only required 
 takes a string, the bare reply as that field. MCP envs take call-tool objects; `type`
 may be left out. The action is then checked against the live JSON schema (and, for a
 tool call, the tool's input schema) before anything is sent to the env.
+
+With native tool calling the model's call arrives structured (`call_to_action`): an
+MCP env's tool call becomes a call-tool action, a call of `act` is the action itself,
+and both are checked the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from openenv_v1.core.schema import ActionSpec
+from openenv_v1.core.schema import ACT_TOOL, ActionSpec
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
 
@@ -38,6 +42,20 @@ def parse_action(reply: str, spec: ActionSpec) -> dict[str, Any]:
     else:
         _check(candidate, spec.schema, "action")
     return candidate
+
+
+def call_to_action(name: str, arguments: Any, spec: ActionSpec) -> dict[str, Any]:
+    """A native tool call (tool name, parsed arguments) as an action."""
+    if not isinstance(arguments, dict):
+        raise InvalidAction(
+            f"the arguments must be a JSON object, not {type(arguments).__name__}"
+        )
+    if spec.is_mcp:
+        return _as_tool_call({"tool_name": name, "arguments": arguments}, spec)
+    if name != ACT_TOOL:
+        raise InvalidAction(f"unknown tool {name!r} (available: {ACT_TOOL})")
+    _check(arguments, spec.schema, "action")
+    return dict(arguments)
 
 
 def _unfence(text: str) -> str:

@@ -4,7 +4,12 @@
 
 - a reply that is not a valid action (unparseable, against the live schema, or refused
   by the server with `VALIDATION_ERROR`) never reaches `step`; the model is told what is
-  wrong, and `max_invalid_actions` of them in a row end the episode;
+  wrong, and `max_invalid_actions` of them in a row end the episode. An MCP tool call
+  the env answers with an error is a step (its reward counts) and also counts as
+  invalid;
+- the same rules serve both ways the model acts: a reply written as text (`act`) and a
+  native tool call (`call`, `tool_calls="native"`), whose invalid calls get a short
+  note instead of the action format;
 - the step reward is added to `report.reward` as it arrives, so what was earned stays
   known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
@@ -31,7 +36,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from openenv_v1.core.actions import InvalidAction, parse_action
+from openenv_v1.core.actions import InvalidAction, call_to_action, parse_action
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -39,7 +44,13 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.render import REWARD_SIGNAL_KEYS, ObservationFormat
+from openenv_v1.core.render import (
+    REWARD_SIGNAL_KEYS,
+    ObservationFormat,
+    render_invalid_end,
+    render_tool_failed,
+    tool_error,
+)
 from openenv_v1.core.schema import (
     ActionSpec,
     ResetParams,
@@ -51,6 +62,8 @@ from openenv_v1.core.turns import Turn, TurnRenderer
 logger = logging.getLogger(__name__)
 
 StopReason = Literal["done", "invalid_actions", "error"]
+ToolCalls = Literal["text", "native"]
+"""How the model acts: a reply written as text, or native tool calls."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,16 @@ class EpisodeReport:
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
 
+    def count_invalid(self, limit: int) -> int:
+        """Count one invalid action and return how many more in a row end the
+        episode; at 0 the episode is over (`invalid_actions`, unless already done)."""
+        self.invalid_actions += 1
+        self.invalid_streak += 1
+        left = max(0, limit - self.invalid_streak)
+        if left == 0 and not self.done:
+            self.done, self.stop_reason = True, "invalid_actions"
+        return left
+
 
 def _at_capacity(exc: BaseException) -> bool:
     return server_error_code(exc) == "CAPACITY_REACHED"
@@ -101,6 +124,7 @@ class EnvEpisode:
         message_timeout_s: float = float("inf"),
         observation_images: bool = True,
         max_observation_chars: int = 8_000,
+        tool_calls: ToolCalls = "text",
     ) -> None:
         self.client = client
         self.spec = spec
@@ -114,6 +138,7 @@ class EnvEpisode:
         )
         self.message_timeout_s = message_timeout_s
         """The client's own per-message timeout (`EnvTarget.message_timeout_s`)."""
+        self.native = tool_calls == "native"
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -151,20 +176,34 @@ class EnvEpisode:
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return self.turns.opening(result.observation, self.spec)
+        return self.turns.opening(result.observation, self.spec, self.native)
 
     def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
         if self.reset_params is not None:
             _warn_unknown_keys(self.label, self.reset_params, [kwargs])
 
     async def act(self, reply: str) -> Turn:
-        """Apply one model reply and return the next user turn."""
+        """Apply one model reply written as text and return the next user turn."""
         if self.report.done:
-            return Turn("The episode is over.")
+            return Turn("The episode is over.", failed=True)
         try:
             action = parse_action(reply, self.spec)
         except InvalidAction as e:
             return self._invalid(str(e))
+        return await self._apply(action)
+
+    async def call(self, tool: str, arguments: Any) -> Turn:
+        """Apply one native tool call (a tool of `spec.model_tools()` and its parsed
+        arguments) and return the tool's result as a turn."""
+        if self.report.done:
+            return Turn("The episode is over.", failed=True)
+        try:
+            action = call_to_action(tool, arguments, self.spec)
+        except InvalidAction as e:
+            return self._invalid(str(e))
+        return await self._apply(action)
+
+    async def _apply(self, action: dict[str, Any]) -> Turn:
         if _session_closed(self.client):
             return self._failed(
                 "the env server closed the session (it stopped, restarted or dropped "
@@ -187,12 +226,26 @@ class EnvEpisode:
                     f"step failed on the server ({code}): {server_error_message(e)}"
                 )
             return self._failed(f"step failed: {describe(e)}")
-        self.report.steps += 1
-        self.report.invalid_streak = 0
+        report = self.report
+        report.steps += 1
         self._absorb(result)
-        if self.report.done:
-            self.report.stop_reason = "done"
-        return self.turns.observation(result.observation)
+        if report.done:
+            report.stop_reason = "done"
+        observation = result.observation or {}
+        if tool_error(observation) is None:
+            report.invalid_streak = 0
+            return self.turns.observation(observation)
+        left = report.count_invalid(self.limits.max_invalid_actions)
+        note = (
+            render_tool_failed(left)
+            if left
+            else render_invalid_end("the tool call failed", report.invalid_streak)
+        )
+        turn = self.turns.observation(observation, reserve=len(note) + 1)
+        if not report.done or report.stop_reason == "invalid_actions":
+            turn.text = f"{turn.text}\n{note}"
+        turn.failed = True
+        return turn
 
     async def _step(self, action: dict[str, Any]) -> Any:
         """`client.step` within `step_timeout_s`. The client bounds every message by
@@ -214,22 +267,24 @@ class EnvEpisode:
 
     def _invalid(self, problem: str) -> Turn:
         report = self.report
-        report.invalid_actions += 1
-        report.invalid_streak += 1
-        left = self.limits.max_invalid_actions - report.invalid_streak
-        if left <= 0:
-            report.done, report.stop_reason = True, "invalid_actions"
-            return self.turns.message(
-                f"Invalid action: {problem}. That was {report.invalid_streak} invalid "
-                "actions in a row, so the episode is over."
+        left = report.count_invalid(self.limits.max_invalid_actions)
+        if left == 0:
+            turn = self.turns.message(
+                render_invalid_end(problem, report.invalid_streak)
             )
+            turn.failed = True
+            return turn
+        if self.native:
+            return self.turns.invalid_call(problem, left)
         return self.turns.invalid(problem, self.spec, left)
 
     def _failed(self, message: str) -> Turn:
         self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
-        return self.turns.message(
+        turn = self.turns.message(
             f"The environment failed: {message}. The episode is over."
         )
+        turn.failed = True
+        return turn
 
 
 def _signals(metadata: Any) -> dict[str, float]:
@@ -269,6 +324,7 @@ async def open_episode(
     observation_format: ObservationFormat = "text",
     observation_images: bool = True,
     max_observation_chars: int = 8_000,
+    tool_calls: ToolCalls = "text",
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
     is ready for `reset`."""
@@ -288,6 +344,7 @@ async def open_episode(
         message_timeout_s=target.message_timeout_s,
         observation_images=observation_images,
         max_observation_chars=max_observation_chars,
+        tool_calls=tool_calls,
     )
 
 

@@ -326,3 +326,57 @@ def render_invalid(problem: str, spec: ActionSpec, left: int) -> str:
         f"{left} more invalid action{'s' if left != 1 else ''} in a row will end the episode.\n"
         f"{render_action_format(spec)}"
     )
+
+
+def tool_error(observation: dict[str, Any]) -> str | None:
+    """What went wrong in an MCP tool call the env answered with a failure (its
+    `error`, or a result with `is_error`), as the turn shows it; None otherwise."""
+    if not _is_tool_call(observation):
+        return None
+    if observation.get("error"):
+        return _error_text(observation["error"])
+    result = observation.get("result")
+    if _is_envelope(result):
+        value, failed = _unwrap(result)
+        if failed:
+            return str(value)
+    return None
+
+
+def _more(left: int) -> str:
+    plural = "s" if left != 1 else ""
+    return f"{left} more invalid action{plural} in a row will end the episode."
+
+
+def render_tool_hint(spec: ActionSpec) -> str:
+    """The line that closes the opening turn in native tool calling, where the tools
+    themselves carry the action format."""
+    if spec.is_mcp:
+        return "Act by calling the tools; each call is one step in the environment."
+    return "Act by calling the `act` tool; each call is one step in the environment."
+
+
+def render_invalid_call(problem: str, left: int) -> str:
+    """A tool call that was not a valid action (native tool calling)."""
+    return f"Invalid call: {problem}. The environment was not stepped. {_more(left)}"
+
+
+def render_tool_failed(left: int) -> str:
+    """The note after a tool call the env stepped and answered with an error."""
+    return f"The tool call failed. {_more(left)}"
+
+
+def render_no_tool_call(left: int) -> str:
+    """The reminder after a reply without a tool call (native tool calling)."""
+    return (
+        "Act by calling a tool: a reply without a tool call does not step the "
+        f"environment. {_more(left)}"
+    )
+
+
+def render_invalid_end(problem: str, streak: int) -> str:
+    """The last word when `streak` invalid actions in a row end the episode."""
+    return (
+        f"Invalid action: {problem}. That was {streak} invalid actions in a row, "
+        "so the episode is over."
+    )

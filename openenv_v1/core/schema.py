@@ -43,6 +43,9 @@ CALL_TOOL_SCHEMA: dict[str, Any] = {
 # OpenEnv adds `metadata` to every action; it is never the model's business.
 _HIDDEN_FIELDS = frozenset({"metadata"})
 
+ACT_TOOL = "act"
+"""The one tool of a non-MCP env in native tool calling: its arguments are the action."""
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -90,6 +93,30 @@ class ActionSpec:
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools or () if t.name == name), None)
 
+    def model_tools(self) -> tuple[Tool, ...]:
+        """The action contract as the model's own tools (native tool calling): an MCP
+        env's tools as they are; for any other env one tool, `act`, whose parameters
+        are the action's schema (less `metadata`) and whose description is the
+        action's docstring."""
+        if self.is_mcp:
+            return tuple(
+                Tool(t.name, t.description, t.input_schema or _EMPTY_OBJECT)
+                for t in self.tools or ()
+            )
+        parameters = {
+            k: v
+            for k, v in self.schema.items()
+            if k not in ("title", "description", "properties", "required")
+        }
+        parameters["properties"] = self.fields
+        if self.required:
+            parameters["required"] = self.required
+        title = self.schema.get("title") or "action"
+        description = self.schema.get("description") or (
+            f"Take one step in the environment with one {title}."
+        )
+        return (Tool(ACT_TOOL, description, parameters),)
+
     def example(self) -> dict[str, Any]:
         """A valid-looking action built from the schema, for format hints."""
         if self.is_mcp:
@@ -101,6 +128,9 @@ class ActionSpec:
                 "arguments": args,
             }
         return _example_object(self.schema, self.schema.get("$defs") or {})
+
+
+_EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def _example_object(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,10 @@
     turns = TurnRenderer(images=True, max_chars=8_000)
     opening = turns.opening(reset_observation, spec)  # .text, .images, .cuts
     later = turns.observation(step_observation)
+
+With native tool calling (`tool_calls="native"`) the opening ends with a one-line hint
+instead of the action format (the tools carry it), and feedback on an invalid call is
+a short note, since the model still has the tools.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from openenv_v1.core.render import (
     _visible,
     render_action_format,
     render_invalid,
+    render_invalid_call,
+    render_tool_hint,
 )
 from openenv_v1.core.schema import ActionSpec
 
@@ -59,6 +65,9 @@ class Turn:
     omitted: list[FoundImage] = field(default_factory=list)
     """Images found but not sent (`images` off)."""
     cuts: list[Cut] = field(default_factory=list)
+    failed: bool = False
+    """It answers a call that was not carried out as asked: an invalid action, a tool
+    error, the episode already over (a native tool result marks it as an error)."""
 
     def summary(self) -> dict[str, Any]:
         """What the model gets, for `check`: text length, images, cuts."""
@@ -171,9 +180,12 @@ class TurnRenderer:
             ]
         return self.text.pieces(observation)
 
-    def opening(self, observation: dict[str, Any], spec: ActionSpec) -> Turn:
-        """The reset observation, then the action format (once per episode)."""
-        action_format = render_action_format(spec)
+    def opening(
+        self, observation: dict[str, Any], spec: ActionSpec, native: bool = False
+    ) -> Turn:
+        """The reset observation, then the action format (once per episode); with
+        native tool calling, a hint to call the tools instead."""
+        action_format = render_tool_hint(spec) if native else render_action_format(spec)
         turn = self.observation(observation, reserve=len(action_format) + 2)
         turn.text = (
             f"{turn.text}\n\n{action_format}" if turn.text.strip() else action_format
@@ -188,6 +200,12 @@ class TurnRenderer:
         if over > 0 and over < len(problem):
             text = render_invalid(self.clip(problem, len(problem) - over), spec, left)
         return Turn(text)
+
+    def invalid_call(self, problem: str, left: int) -> Turn:
+        """Feedback on an invalid native tool call, cut to the bound."""
+        return Turn(
+            self.clip(render_invalid_call(problem, left), self.max_chars), failed=True
+        )
 
     def message(self, text: str) -> Turn:
         """A plain message (episode over, env failure), clipped to the bound."""

@@ -1,6 +1,6 @@
 """A small MCP environment for tests: a counter driven by tools.
 
-Tools: `add(n)` adds n to the counter and pays 0.25; `peek()` returns the counter and
+Tools: `add(n)` adds n to the counter and pays 0.25 (n over 100 is a tool error); `peek()` returns the counter and
 pays nothing; `submit(answer)` pays 1.0 when the answer equals the counter (else 0.0)
 and ends the episode. `app` uses OpenEnv's generic `CallToolAction`; `subclassed_app`
 uses a subclass of it, which the `list_tools` step does not understand (tools must then
@@ -34,6 +34,8 @@ class CounterEnvironment(MCPEnvironment):
         @mcp.tool
         def add(n: int) -> int:
             """Add n to the counter and return the new value."""
+            if n > 100:
+                raise ValueError(f"n={n} is over 100")
             self.counter += n
             self.pending_reward = 0.25
             return self.counter
