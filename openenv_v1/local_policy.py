@@ -13,6 +13,13 @@ Serves `POST /v1/chat/completions` (non-streaming; all verifiers sends) and
 - `slow`: `solver` after `--delay` seconds.
 - `script`: replies from `--script FILE` (a JSON list), by assistant-turn index.
 
+When the request carries tools (native tool calling), the same reply is sent as tool
+calls instead of text: a `{"tool_name": ..., "arguments": {...}}` object (or a JSON list
+of them) calls those tools; with exactly one tool (`act`), a JSON object is its
+arguments and other text fills its one required string field. An empty reply, or
+text when there are several tools, is sent as text with no tool call. The Wordle
+solver reads the game's feedback from tool results as from user turns.
+
 `--record FILE` appends each request body it receives to FILE as one JSON line (tests
 read what the model was sent, images included).
 """
@@ -57,7 +64,7 @@ def _text(content: Any) -> str:
 
 def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> str:
     conversation = "\n".join(
-        _text(m.get("content")) for m in messages if m.get("role") == "user"
+        _text(m.get("content")) for m in messages if m.get("role") in ("user", "tool")
     )
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     if mode in ("solver", "slow"):
@@ -73,6 +80,37 @@ def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> 
     if mode == "script":
         return script[turn] if turn < len(script) else script[-1]
     raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+
+
+def tool_calls(reply: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reply as OpenAI tool calls for the request's `tools` (see the module
+    docstring); empty when it is to be sent as text."""
+    functions = [t.get("function") or {} for t in tools]
+    if not functions:
+        return []
+    try:
+        value = json.loads(reply)
+    except json.JSONDecodeError:
+        value = None
+    calls: list[tuple[str, Any]] = []
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(v, dict) and "tool_name" in v for v in items):
+        calls = [(v["tool_name"], v.get("arguments", {})) for v in items]
+    elif len(functions) == 1 and reply.strip():
+        function = functions[0]
+        if isinstance(value, dict):
+            calls = [(function.get("name"), value)]
+        else:
+            required = (function.get("parameters") or {}).get("required") or ["value"]
+            calls = [(function.get("name"), {required[0]: reply})]
+    return [
+        {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+        for name, arguments in calls
+    ]
 
 
 def create_app(
@@ -99,6 +137,10 @@ def create_app(
         if mode == "slow":
             await asyncio.sleep(delay)
         reply = make_reply(mode, messages, script or [])
+        calls = tool_calls(reply, body.get("tools") or [])
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if calls:
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
         prompt_chars = sum(len(_text(m.get("content"))) for m in messages)
         usage = {
             "prompt_tokens": prompt_chars // 4 + 1,
@@ -114,8 +156,8 @@ def create_app(
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": reply},
-                        "finish_reason": "stop",
+                        "message": message,
+                        "finish_reason": "tool_calls" if calls else "stop",
                     }
                 ],
                 "usage": usage,
