@@ -18,6 +18,7 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.core import EpisodeLimits
+from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.render import ObservationFormat
 
 
@@ -128,6 +129,12 @@ class OpenEnvConfig(vf.TasksetConfig):
     server per concurrent rollout, reused by later ones)."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
+    tool_calls: ToolCalls = "text"
+    """How the model acts. `text`: each reply is an action written as JSON (or bare
+    text), for any model. `native`: the env's MCP tools (for other envs, one `act`
+    tool taking the action) become the model's own tools and each tool call is one
+    step; for models trained to call tools, with a harness that passes task tools
+    to the model (e.g. `--harness.id null`)."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""
 

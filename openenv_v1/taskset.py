@@ -8,10 +8,18 @@ rollout state; the task turns that account into the reward (`openenv_reward`, th
 of step rewards), stop conditions (`openenv_done`, `openenv_invalid_actions`) and
 metrics. An environment failure ends the rollout with a `UserError` naming the cause,
 after what was earned has been written to `trace.info["openenv"]` and the metrics.
+
+With native tool calling (`tool_calls="native"`) each task also has a tool server,
+`OpenEnvTools` (`openenv_v1.tools`), which owns the env session. The stops, which
+verifiers runs before every model call, then also stamp the model turn on the state
+and count the calls of the last reply that the harness answered itself without
+reaching the tool server (a tool the model was not given, arguments that are not a
+JSON object) as invalid actions.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,17 +30,29 @@ from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
-from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
+from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser, account, mirror
 
 
 class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     user = OpenEnvUser
+
+    def tool_servers(self) -> list[vf.Toolset]:
+        """Native tool calling: the tool server that owns the env session, with the
+        user simulator's settings. Text mode: none."""
+        if self.data.tool_calls != "native":
+            return []
+        from openenv_v1.tools import OpenEnvTools, OpenEnvToolsConfig
+
+        user = self.config.user
+        settings = {name: getattr(user, name) for name in type(user).model_fields}
+        return [OpenEnvTools(OpenEnvToolsConfig(**settings))]
 
     @vf.stop
     async def openenv_done(self, trace: vf.Trace) -> bool:
         """The env reported `done`. Also where an env failure becomes the rollout's
         error: stops run before every model call, so it surfaces at once."""
         state = trace.state
+        self._note_model_turns(trace)
         _publish(trace)
         if state.error:
             raise vf.UserError(state.error)
@@ -41,7 +61,24 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     @vf.stop
     async def openenv_invalid_actions(self, trace: vf.Trace) -> bool:
         """`max_invalid_actions` invalid actions in a row ended the episode."""
+        self._note_model_turns(trace)
         return trace.state.stop_reason == "invalid_actions"
+
+    def _note_model_turns(self, trace: vf.Trace) -> None:
+        """Native tool calling: stamp the model turns so far on the state, and count
+        the tool calls of new replies the harness could not deliver (see the module
+        docstring). Runs in the eval process before each model call."""
+        state = trace.state
+        turns = trace.num_turns
+        if state.tool_names is None or turns <= state.turn:
+            return
+        report = account(state)
+        for message in trace.assistant_messages[state.turn :]:
+            for call in message.tool_calls or ():
+                if call.name not in state.tool_names or not _is_object(call.arguments):
+                    report.count_invalid(self.config.user.max_invalid_actions)
+        mirror(report, state)
+        state.turn = turns
 
     @vf.reward
     async def openenv_reward(self, trace: vf.Trace) -> float:
@@ -59,6 +96,13 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     async def openenv_signals(self, trace: vf.Trace) -> dict[str, float]:
         """The env's named reward signals from its last step, if it reports any."""
         return {f"openenv_signal_{k}": v for k, v in trace.state.signals.items()}
+
+
+def _is_object(arguments: str) -> bool:
+    try:
+        return isinstance(json.loads(arguments or "{}"), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _publish(trace: vf.Trace) -> None:
@@ -132,6 +176,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                     base_url=config.base_url,
                     use_docker=bool(config.use_docker and not config.base_url),
                     reset=reset,
+                    tool_calls=config.tool_calls,
                 ),
                 self._task_config,
             )
