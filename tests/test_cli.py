@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.servers import (
     TEST_ENVS,
     WORDLE_APP,
@@ -201,10 +203,13 @@ def test_ctrl_c_during_a_launch_stops_the_server_at_once():
     assert gone(f"--port {port}")
 
 
-def test_demo_runs_an_eval_summarizes_it_and_stops_everything(tmp_path):
+@pytest.mark.parametrize("tool_calls", ["text", "native"])
+def test_demo_runs_an_eval_summarizes_it_and_stops_everything(tmp_path, tool_calls):
     env_port, policy_port = free_port(), free_port()
     proc = run_cli(
         "demo",
+        "--tool-calls",
+        tool_calls,
         "--episodes",
         "2",
         "--concurrency",
@@ -222,7 +227,16 @@ def test_demo_runs_an_eval_summarizes_it_and_stops_everything(tmp_path):
     assert "mean reward   1.00" in out
     (traces,) = tmp_path.glob("outputs/*/*/traces.jsonl")
     assert f"traces        {traces}" in out
-    assert len(traces.read_text().splitlines()) == 2
+    lines = traces.read_text().splitlines()
+    assert len(lines) == 2
+    if tool_calls == "native":
+        for line in lines:
+            calls = [
+                call["name"]
+                for node in json.loads(line)["nodes"]
+                for call in (node.get("message") or {}).get("tool_calls") or ()
+            ]
+            assert calls and set(calls) == {"act"}
     assert gone(f"--port {env_port}")
     assert gone(f"--port {policy_port}")
     assert gone(str(tmp_path))  # the eval (`-o` under tmp_path) and its children

@@ -148,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy-port", type=int, default=0, help="policy port (default: free)"
     )
     demo.add_argument(
+        "--tool-calls",
+        choices=("text", "native"),
+        default="text",
+        help="how the policy acts: text replies (default) or native tool calls "
+        "of the env's `act` tool (--taskset.tool-calls)",
+    )
+    demo.add_argument(
         "--output-dir",
         help="where the eval writes config.toml, eval.log and traces.jsonl "
         "(default: outputs/openenv-wordle-v1--local-policy--null/<run id>)",

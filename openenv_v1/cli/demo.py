@@ -83,10 +83,22 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
 
 
 def eval_command(
-    env_url: str, policy_url: str, episodes: int, concurrency: int, output_dir: Path
+    env_url: str,
+    policy_url: str,
+    episodes: int,
+    concurrency: int,
+    output_dir: Path,
+    tool_calls: str = "text",
 ) -> list[str]:
-    """The eval, as a user would type it (seeds 0..episodes-1, one rollout each)."""
+    """The eval, as a user would type it (seeds 0..episodes-1, one rollout each).
+    Native tool calling also gives the null harness the environment it needs
+    (`openenv_v1.null_harness`)."""
+    from openenv_v1.null_harness import null_harness_flags
+
     resets = json.dumps([{"seed": seed} for seed in range(episodes)])
+    harness = ["--harness.id", "null"]
+    if tool_calls == "native":
+        harness = ["--taskset.tool-calls", "native", *null_harness_flags()]
     return [
         str(Path(sys.executable).parent / "eval"),
         TASKSET,
@@ -100,8 +112,7 @@ def eval_command(
         "1",
         "-c",
         str(concurrency),
-        "--harness.id",
-        "null",
+        *harness,
         "-m",
         MODEL,
         "--client.base-url",
@@ -188,7 +199,12 @@ def run_demo(args: argparse.Namespace) -> int:
             with _signals_interrupt():
                 env_url, policy_url = _start_servers(args, logs, owned)
                 command = eval_command(
-                    env_url, policy_url, args.episodes, args.concurrency, output_dir
+                    env_url,
+                    policy_url,
+                    args.episodes,
+                    args.concurrency,
+                    output_dir,
+                    args.tool_calls,
                 )
                 _say(f"{KEY_VAR}=local {shlex.join(['eval', *command[1:]])}")
                 eval_started = time.monotonic()
