@@ -69,11 +69,14 @@ class OpenEnvToolsConfig(OpenEnvUserConfig):
 class OpenEnvTools(vf.Toolset[OpenEnvToolsConfig, OpenEnvState]):
     TOOL_PREFIX = None  # the model sees the env's own tool names
 
-    async def setup_task(self, task: OpenEnvData) -> None:
+    def __init__(self, config: OpenEnvToolsConfig) -> None:
+        super().__init__(config)
         self._episode: EnvEpisode | None = None
         self._tools: tuple[Tool, ...] = ()
         self._lock = asyncio.Lock()
         self._last: tuple[tuple[int, str, str], asyncio.Future[Turn]] | None = None
+
+    async def setup_task(self, task: OpenEnvData) -> None:
         config = self.config
         target = EnvTarget(
             env=task.env,
