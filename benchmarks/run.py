@@ -1,17 +1,20 @@
-"""Benchmark: the same Wordle workload three ways, in one run, side by side.
+"""Benchmark: the same Wordle workload four ways, in one run, side by side.
 
     uv run python benchmarks/run.py [--episodes 6] [--concurrency 6]
 
 - `upstream`: verifiers' built-in `openenv` taskset (the design this project replaces),
   launching the local Wordle env per rollout with OpenEnv's UV provider;
 - `ours`: `openenv-v1` with its defaults (shared UV-launched servers);
+- `native`: `ours` with `--taskset.tool-calls native` (the policy calls the `act`
+  tool; a tool server per rollout owns the env session);
 - `floor`: `openenv-v1-floor` (benchmarks/openenv_v1_floor.py), a user simulator with
   no environment at all: what verifiers alone costs per rollout.
 
-All three use the same local scripted policy, episodes, seeds and concurrency. For each
+All use the same local scripted policy, episodes, seeds and concurrency. For each
 it prints the eval's wall time, mean per-rollout setup (verifiers' `timing.setup`),
 characters per episode (user turns, and everything the model was sent over all its
-calls), the peak memory of the eval's whole process tree, and the ratios. Then the
+calls), generation time per env step (verifiers' `timing.generation` over the
+episode's steps: model calls, user turns, tool calls), the peak memory of the eval's whole process tree, and the ratios. Then the
 per-step cost of our user (`EnvEpisode.act`: parse, validate, step, render) against a
 raw `GenericEnvClient.step` on one directly served Wordle server.
 """
@@ -37,6 +40,8 @@ from pathlib import Path
 
 import httpx
 
+from openenv_v1.null_harness import null_harness_env
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
@@ -54,6 +59,7 @@ class Figures:
     user_chars: float
     prompt_chars: float
     peak_mb: float
+    step_ms: float
 
 
 def free_port() -> int:
@@ -142,6 +148,12 @@ def run_eval(
     setups = [
         t["timing"]["setup"]["end"] - t["timing"]["setup"]["start"] for t in traces
     ]
+    step_ms = [
+        1e3
+        * (t["timing"]["generation"]["end"] - t["timing"]["generation"]["start"])
+        / max(1, (t.get("metrics") or {}).get("openenv_steps") or 1)
+        for t in traces
+    ]
     user_chars, prompt_chars = zip(
         *(conversation_chars(t) for t in traces), strict=True
     )
@@ -155,6 +167,7 @@ def run_eval(
         user_chars=statistics.mean(user_chars),
         prompt_chars=statistics.mean(prompt_chars),
         peak_mb=peak,
+        step_ms=statistics.mean(step_ms),
     )
 
 
@@ -191,9 +204,12 @@ def workloads(episodes: int, concurrency: int, policy: str) -> list[tuple]:
 
     base = {**os.environ, "LOCAL_POLICY_KEY": "local"}
     floor_env = {**base, "PYTHONPATH": str(ROOT / "benchmarks")}
+    native = [*common, "--taskset.tool-calls", "native"]
+    native += ["--harness.env", json.dumps(null_harness_env())]
     return [
         ("upstream", common, base, env_config("openenv")),
         ("ours", common, base, env_config("openenv-v1")),
+        ("native", native, base, env_config("openenv-v1")),
         ("floor", ["openenv-v1-floor", *common], floor_env, None),
     ]
 
@@ -258,7 +274,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=6)
     parser.add_argument("--step-episodes", type=int, default=40)
     parser.add_argument(
-        "--only", default="upstream,ours,floor", help="comma-separated variants"
+        "--only",
+        default="upstream,ours,native,floor",
+        help="comma-separated variants",
     )
     args = parser.parse_args()
     wanted = set(args.only.split(","))
@@ -280,13 +298,14 @@ def main() -> None:
 
     header = (
         f"{'variant':<10}{'wall s':>8}{'setup s':>9}{'user chars':>12}"
-        f"{'prompt chars':>14}{'peak MB':>9}{'errors':>8}"
+        f"{'prompt chars':>14}{'ms/step':>9}{'peak MB':>9}{'errors':>8}"
     )
     print("\n" + header)
     for f in figures:
         print(
             f"{f.name:<10}{f.wall_s:>8.1f}{f.setup_s:>9.1f}{f.user_chars:>12.0f}"
-            f"{f.prompt_chars:>14.0f}{f.peak_mb:>9.0f}{f.errors:>4}/{f.rollouts}"
+            f"{f.prompt_chars:>14.0f}{f.step_ms:>9.0f}{f.peak_mb:>9.0f}"
+            f"{f.errors:>4}/{f.rollouts}"
         )
     by_name = {f.name: f for f in figures}
     if {"ours", "upstream"} <= by_name.keys():
@@ -296,6 +315,11 @@ def main() -> None:
             f"ours / upstream chars:  {ratio(ours.prompt_chars, upstream.prompt_chars)}"
         )
         print(f"ours / upstream memory: {ratio(ours.peak_mb, upstream.peak_mb)}")
+    if {"ours", "native"} <= by_name.keys():
+        ours, native = by_name["ours"], by_name["native"]
+        print(f"native / ours wall:     {ratio(native.wall_s, ours.wall_s)}")
+        print(f"native / ours per step: {ratio(native.step_ms, ours.step_ms)}")
+        print(f"native / ours setup:    {ratio(native.setup_s, ours.setup_s)}")
     if {"ours", "floor"} <= by_name.keys():
         print(
             f"ours / floor wall:      {ratio(by_name['ours'].wall_s, by_name['floor'].wall_s)}"
