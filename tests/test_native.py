@@ -6,10 +6,12 @@ called as the null harness calls it; then real `eval` runs play through it.
 
 import asyncio
 import json
+import time
 
 from openenv_v1.null_harness import null_harness_flags
 from openenv_v1.user import OpenEnvData
 from tests.servers import (
+    free_port,
     model_flags,
     policy_server,
     recorded_requests,
@@ -198,3 +200,27 @@ def test_replies_without_a_tool_call_get_a_reminder_and_end_cleanly(
     assert trace["metrics"]["openenv_steps"] == 0
     last = recorded_requests(record)[-1]["messages"][-1]["content"]
     assert "a reply without a tool call does not step the environment" in last
+
+
+def test_an_env_failure_ends_the_rollout_fast_with_the_cause(tmp_path):
+    closed = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with policy_server("solver") as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-v1",
+                "--taskset.base-url",
+                closed,
+                "--taskset.tool-calls",
+                "native",
+                *null_harness_flags(),
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace,) = traces
+    (error,) = trace["errors"]
+    assert error["type"] == "UserError"
+    assert closed in error["message"] and "ECONNREFUSED" in error["message"]
+    assert time.monotonic() - started < 60
