@@ -15,6 +15,7 @@ import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.pool import ServerPool
+from openenv_v1.null_harness import null_harness_flags
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
@@ -38,13 +39,15 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("sig", "shared"),
+    ("sig", "shared", "native"),
     [
-        (signal.SIGKILL, True),
-        (signal.SIGKILL, False),
-        (signal.SIGTERM, True),
-        (signal.SIGTERM, False),
-        (signal.SIGINT, True),
+        (signal.SIGKILL, True, False),
+        (signal.SIGKILL, False, False),
+        (signal.SIGTERM, True, False),
+        (signal.SIGTERM, False, False),
+        (signal.SIGINT, True, False),
+        (signal.SIGKILL, True, True),
+        (signal.SIGKILL, False, True),
     ],
     ids=[
         "sigkill-shared",
@@ -52,10 +55,16 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
         "sigterm-shared",
         "sigterm-per-rollout",
         "sigint-shared",
+        "sigkill-shared-native",
+        "sigkill-per-rollout-native",
     ],
 )
-def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
+def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
+    """With native tool calling the env session (and a per-rollout server) belongs to
+    the rollout's tool server (`openenv_v1.tools`) instead of its user simulator."""
     assert wordle_uv_servers() == []
+    owner = "openenv_v1.tools" if native else "openenv_v1.user"
+    modes = ["--taskset.tool-calls", "native", *null_harness_flags()[2:]]
     # A slow policy keeps the episodes in flight while the eval is signalled.
     with policy_server("slow", delay=120) as policy:
         eval_proc = subprocess.Popen(
@@ -64,6 +73,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 '[{"seed": 1}, {"seed": 2}]',
                 "--taskset.shared-servers",
                 str(shared).lower(),
+                *(modes if native else []),
             ),
             cwd=tmp_path,
             env=eval_environ(),
@@ -80,9 +90,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 180,
             )
             assert eval_proc.poll() is None, "eval ended before the envs were up"
-            assert wait_until(
-                lambda: len(processes_matching("openenv_v1.user")) >= 2, 60
-            )
+            assert wait_until(lambda: len(processes_matching(owner)) >= 2, 60)
             time.sleep(3)  # let the episodes start
         finally:
             eval_proc.send_signal(sig)
@@ -93,6 +101,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 raise
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
         assert wait_until(lambda: processes_matching("openenv_v1.user") == [], 20)
+        assert wait_until(lambda: processes_matching("openenv_v1.tools") == [], 20)
 
 
 def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
