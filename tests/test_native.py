@@ -224,3 +224,31 @@ def test_an_env_failure_ends_the_rollout_fast_with_the_cause(tmp_path):
     assert error["type"] == "UserError"
     assert closed in error["message"] and "ECONNREFUSED" in error["message"]
     assert time.monotonic() - started < 60
+
+
+def test_native_calls_run_through_the_env_server_workers(counter_url, tmp_path):
+    """`eval --server`: rollouts run in verifiers' env-server workers (the path
+    prime-rl trains through), each still with its own tool server."""
+    with policy_server("script", script=COUNTER_SCRIPT) as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-v1",
+                "--taskset.base-url",
+                counter_url,
+                "--taskset.resets",
+                '[{"start": 1}, {"start": 1}]',
+                "--taskset.tool-calls",
+                "native",
+                "--server",
+                "--no-rich",
+                *null_harness_flags(),
+                *model_flags(policy),
+            ],
+            tmp_path,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(traces) == 2
+    for trace in traces:
+        assert trace["errors"] == [], trace["errors"]
+        assert trace["stop_condition"] == "openenv_done"
+        assert trace["rewards"]["openenv_reward"] == 0.25 + 0.0 + 0.25 + 1.0
