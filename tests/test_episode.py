@@ -143,3 +143,19 @@ async def test_sessions_on_one_server_are_isolated(counter_url):
         await a.act('{"tool_name": "add", "arguments": {"n": 1}}')
         peek = (await b.act('{"tool_name": "peek"}')).text
         assert result_of(peek, "peek") == 0
+
+
+async def test_an_mcp_tool_error_is_a_step_that_counts_as_invalid(counter_url):
+    async with episode_at(counter_url, max_invalid_actions=2) as episode:
+        await episode.reset({})
+        turn = await episode.act('{"tool_name": "add", "arguments": {"n": 500}}')
+        assert "n=500 is over 100" in turn.text and turn.failed
+        assert "1 more invalid action in a row will end the episode" in turn.text
+        await episode.act('{"tool_name": "add", "arguments": {"n": 1}}')
+        assert episode.report.invalid_streak == 0  # a good step ends the streak
+        await episode.act('{"tool_name": "add", "arguments": {"n": 500}}')
+        turn = await episode.act('{"tool_name": "add", "arguments": {"n": 501}}')
+        report = episode.report
+        assert "the episode is over" in turn.text
+        assert (report.steps, report.invalid_actions) == (4, 3)
+        assert (report.reward, report.stop_reason) == (0.25, "invalid_actions")
