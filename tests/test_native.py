@@ -252,3 +252,27 @@ def test_native_calls_run_through_the_env_server_workers(counter_url, tmp_path):
         assert trace["errors"] == [], trace["errors"]
         assert trace["stop_condition"] == "openenv_done"
         assert trace["rewards"]["openenv_reward"] == 0.25 + 0.0 + 0.25 + 1.0
+
+
+def test_the_tool_server_takes_the_user_simulators_placement_and_settings():
+    """Docker runs the env session's owner on a Prime VM: in native mode that is the
+    tool server, configured as the user simulator would be."""
+    from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
+    from openenv_v1.tools import OpenEnvTools
+
+    config = OpenEnvConfig(
+        env="org/env",
+        use_docker=True,
+        tool_calls="native",
+        task={"user": {"step_timeout_s": 7, "provider_kwargs": {"tag": "v1"}}},
+    )
+    (task,) = OpenEnvTaskset(config).load()
+    (server,) = task.tool_servers()
+    assert isinstance(server, OpenEnvTools) and server.server_name == ""
+    runtime = server.config.runtime
+    assert (runtime.type, runtime.vm, server.config.colocated) == ("prime", True, False)
+    assert server.config.step_timeout_s == 7
+    assert server.config.provider_kwargs == {"tag": "v1"}
+    text = OpenEnvConfig(env="org/env", use_docker=True)
+    (task,) = OpenEnvTaskset(text).load()
+    assert task.tool_servers() == []
