@@ -20,8 +20,8 @@ from tests.servers import (
     WORDLE_PROJECT,
     eval_environ,
     policy_server,
-    processes_matching,
     read_traces,
+    user_simulators,
     wordle_uv_eval_command,
     wordle_uv_servers,
     wordle_uvicorns,
@@ -80,9 +80,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 180,
             )
             assert eval_proc.poll() is None, "eval ended before the envs were up"
-            assert wait_until(
-                lambda: len(processes_matching("openenv_v1.user")) >= 2, 60
-            )
+            assert wait_until(lambda: len(user_simulators()) >= 2, 60)
             time.sleep(3)  # let the episodes start
         finally:
             eval_proc.send_signal(sig)
@@ -92,7 +90,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
                 eval_proc.kill()
                 raise
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
-        assert wait_until(lambda: processes_matching("openenv_v1.user") == [], 20)
+        assert wait_until(lambda: user_simulators() == [], 20)
 
 
 def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
