@@ -1,8 +1,14 @@
 """Guess a number from 1 to 20 in 4 tries; the number is `seed * 7 % 20 + 1`
 (seed 1: 8, seed 2: 15; no seed counts as 0). A right guess pays 1.0 and ends the
 episode; a wrong one pays 0.0 and says "higher" or "lower"; the 4th wrong guess ends
-it."""
+it.
 
+Two settings make it behave like some real envs: `GUESS_BUILD_DELAY_S` (seconds each
+new session's env takes to build) and `GUESS_STATE_BEFORE_RESET_FAILS` (`state` raises
+until the first reset)."""
+
+import os
+import time
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
@@ -24,8 +30,12 @@ class GuessEnvironment(Environment):
 
     def __init__(self) -> None:
         super().__init__()
+        # Like real envs that are slow to build (git_env waits for its Gitea server).
+        time.sleep(float(os.environ.get("GUESS_BUILD_DELAY_S", "0")))
         self._secret = secret_for(None)
-        self._state = GuessState(attempts_left=MAX_GUESSES)
+        self._state: GuessState | None = None
+        if not os.environ.get("GUESS_STATE_BEFORE_RESET_FAILS"):
+            self._state = GuessState(attempts_left=MAX_GUESSES)
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
@@ -63,4 +73,7 @@ class GuessEnvironment(Environment):
 
     @property
     def state(self) -> GuessState:
+        # Like real envs (repl_env) that refuse `state` before the first reset.
+        if self._state is None:
+            raise RuntimeError("Environment not initialized. Call reset() first.")
         return self._state
