@@ -125,6 +125,7 @@ class CheckReport:
             ],
             "gradio_hidden": provider.gradio_hidden,
         }
+        self.warnings += provider.notes
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -487,7 +488,8 @@ async def _open_probe(
 ) -> None:
     """Open one more session, held until `stack` closes. The server creates it as the
     socket opens, so a refusal (CAPACITY_REACHED, raised as is) comes with the first
-    message; it is retried for `patience_s`."""
+    message; it is retried for `patience_s`. Any other error frame is the env's own
+    and still means the session exists."""
     client = await open_env(session, stack)
     deadline = time.monotonic() + patience_s
     while True:
@@ -495,8 +497,9 @@ async def _open_probe(
             await asyncio.wait_for(client.state(), timeout_s)
             return
         except Exception as e:
-            if server_error_code(e) != "CAPACITY_REACHED":
-                raise
-            if time.monotonic() >= deadline:
+            code = server_error_code(e)
+            if code is not None and code != "CAPACITY_REACHED":
+                return  # the env's own error (some refuse `state` before a reset)
+            if code is None or time.monotonic() >= deadline:
                 raise
             await asyncio.sleep(0.2)

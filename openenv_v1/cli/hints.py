@@ -16,12 +16,6 @@ _Applies = Literal["any", "base_url", "launch"]
 # (pattern, hint, when it applies), first match wins.
 _HINTS: list[tuple[str, str, _Applies]] = [
     (
-        r"gradio is hidden|imports gradio without declaring it",
-        "pass --web-ui (task.user.server_web_ui = true in an eval) to let the server "
-        "import gradio, or add gradio to the env's pyproject.toml dependencies",
-        "launch",
-    ),
-    (
         r"the env needs Python",
         "install the Python the env asks for (`uv python install <version>` where "
         "there is network) or point UV_PYTHON at an installed interpreter",
