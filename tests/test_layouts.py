@@ -295,6 +295,25 @@ def test_an_env_importing_gradio_it_does_not_declare_is_relaunched_with_it(tmp_p
     assert none_left()
 
 
+def test_check_shows_the_servers_own_output_when_building_the_env_fails(tmp_path):
+    env_vars = json.dumps({"env_vars": {"GUESS_BUILD_FAILS": "no scenario data here"}})
+    proc, report = check_json(
+        "space_env",
+        "--provider-kwargs",
+        env_vars,
+        "--probe-sessions",
+        "0",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failure = report["failure"]
+    assert "FACTORY_ERROR" in failure["error"]
+    # The server's message hides the env's exception; its output has it.
+    assert "RuntimeError: no scenario data here" in failure["error"]
+    assert "could not build the env" in failure["hint"]
+    assert none_left()
+
+
 def test_check_names_the_python_an_env_needs_when_uv_cannot_provide_it(tmp_path):
     started = time.monotonic()
     proc, report = check_json("future_python_env", cwd=tmp_path, timeout=120)

@@ -42,6 +42,18 @@ _HINTS: list[tuple[str, str, _Applies]] = [
         "any",
     ),
     (
+        r"\(FACTORY_ERROR\)",
+        "the server could not build the env for a new session: its output (above, "
+        "for a launch) names why, often a download, service or binary the env needs",
+        "any",
+    ),
+    (
+        r"\(EXECUTION_ERROR\)",
+        "the env raised an exception of its own: its output (above, for a launch) "
+        "has the traceback",
+        "any",
+    ),
+    (
         r"ECONNREFUSED|Connection refused",
         "nothing is listening there: start the server, or fix the host/port of "
         "--base-url",

@@ -3,9 +3,9 @@
 episode; a wrong one pays 0.0 and says "higher" or "lower"; the 4th wrong guess ends
 it.
 
-Two settings make it behave like some real envs: `GUESS_BUILD_DELAY_S` (seconds each
-new session's env takes to build) and `GUESS_STATE_BEFORE_RESET_FAILS` (`state` raises
-until the first reset)."""
+Settings that make it behave like some real envs: `GUESS_BUILD_DELAY_S` (seconds each
+new session's env takes to build), `GUESS_BUILD_FAILS` (building the env raises this
+message) and `GUESS_STATE_BEFORE_RESET_FAILS` (`state` raises until the first reset)."""
 
 import os
 import time
@@ -32,6 +32,8 @@ class GuessEnvironment(Environment):
         super().__init__()
         # Like real envs that are slow to build (git_env waits for its Gitea server).
         time.sleep(float(os.environ.get("GUESS_BUILD_DELAY_S", "0")))
+        if reason := os.environ.get("GUESS_BUILD_FAILS"):
+            raise RuntimeError(reason)
         self._secret = secret_for(None)
         self._state: GuessState | None = None
         if not os.environ.get("GUESS_STATE_BEFORE_RESET_FAILS"):
