@@ -21,6 +21,7 @@ from tests.servers import (
     eval_environ,
     policy_server,
     read_traces,
+    recorded_requests,
     user_simulators,
     wordle_uv_eval_command,
     wordle_uv_servers,
@@ -57,7 +58,8 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
     assert wordle_uv_servers() == []
     # A slow policy keeps the episodes in flight while the eval is signalled.
-    with policy_server("slow", delay=120) as policy:
+    record = tmp_path / "requests.jsonl"
+    with policy_server("slow", delay=120, record=record) as policy:
         eval_proc = subprocess.Popen(
             wordle_uv_eval_command(
                 policy,
@@ -81,7 +83,11 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
             )
             assert eval_proc.poll() is None, "eval ended before the envs were up"
             assert wait_until(lambda: len(user_simulators()) >= 2, 60)
-            time.sleep(3)  # let the episodes start
+            # Both episodes have reached the model, so both user simulators serve.
+            # (verifiers asks for their parent-death signal only once a user
+            # simulator serves: one still importing when the eval is SIGKILLed
+            # would outlive it, whatever this adapter does.)
+            assert wait_until(lambda: len(recorded_requests(record)) >= 2, 120)
         finally:
             eval_proc.send_signal(sig)
             try:
