@@ -38,7 +38,8 @@ class OpenEnvUserConfig(vf.UserConfig):
     server_web_ui: bool = False
     """Let UV-launched env servers import gradio for OpenEnv's web UI (also implied by
     `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from env projects
-    that do not list it in their dependencies, which halves their start-up; turn it on
+    that do not list it in their dependencies, which halves their start-up (an env
+    that imports it anyway is relaunched with it); turn it on to skip that first try
     for an env that imports gradio without declaring it."""
     launch_timeout_s: float = 120.0
     """Seconds a launched server may take to answer `/health` (UV provider's

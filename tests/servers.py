@@ -149,6 +149,18 @@ def wordle_uvicorns() -> list[tuple[int, str]]:
     return processes_matching(f"{env_dir}/bin/uvicorn ", WORDLE_APP)
 
 
+def user_simulators() -> list[tuple[int, str]]:
+    """Live `openenv_v1.user` processes started by this checkout's evals (verifiers
+    runs them with the eval's own Python)."""
+    return processes_matching(f"{BIN}/python", "-m openenv_v1.user")
+
+
+def tool_servers() -> list[tuple[int, str]]:
+    """Live `openenv_v1.tools` processes (native tool calling) started by this
+    checkout's evals."""
+    return processes_matching(f"{BIN}/python", "-m openenv_v1.tools")
+
+
 def run_eval(
     args: list[str],
     cwd: Path,

@@ -1,9 +1,13 @@
 """Turning model replies into actions: accepted forms and precise refusals."""
 
+from typing import Annotated, Union
+
 import pytest
+from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+from pydantic import Field, TypeAdapter
 
 from openenv_v1.core.actions import InvalidAction, parse_action
-from openenv_v1.core.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool
+from openenv_v1.core.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool, is_mcp_action
 
 WORDLE = ActionSpec(
     schema={
@@ -102,3 +106,14 @@ def test_example_is_valid_for_its_own_schema():
         "tool_name": "add",
         "arguments": {"n": 0},
     }
+
+
+@pytest.mark.parametrize("discriminated", [True, False])
+def test_a_union_of_list_tools_and_call_tool_actions_is_an_mcp_action(discriminated):
+    """Some real envs (agent_world_model_env) publish their action as a union."""
+    union = Union[ListToolsAction, CallToolAction]  # noqa: UP007
+    kind = Annotated[union, Field(discriminator="type")] if discriminated else union
+    schema = TypeAdapter(kind).json_schema()
+    assert "title" not in schema and "properties" not in schema
+    assert is_mcp_action(schema)
+    assert not is_mcp_action(TypeAdapter(Union[int, str]).json_schema())  # noqa: UP007

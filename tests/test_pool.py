@@ -13,7 +13,13 @@ import pytest
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.core.uv_launch import CACHE_DIR_VAR
-from tests.servers import WORDLE_APP, WORDLE_PROJECT, wordle_uv_servers, wordle_uvicorns
+from tests.servers import (
+    TEST_ENVS,
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    wordle_uv_servers,
+    wordle_uvicorns,
+)
 
 
 def wordle_target(app: str = WORDLE_APP, **env_vars: str) -> EnvTarget:
@@ -189,3 +195,34 @@ async def test_a_server_that_stops_answering_is_dropped_killed_and_replaced(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
     assert wordle_uv_servers() == []
+
+
+SPACE_ENV = TEST_ENVS / "layouts" / "space_env"
+
+
+@pytest.mark.parametrize(
+    "env_vars",
+    [
+        # repl_env-like: `state` is an error until the first reset.
+        {"GUESS_STATE_BEFORE_RESET_FAILS": "1"},
+        # git_env-like: each session's env takes longer to build than the connect
+        # timeout.
+        {"GUESS_BUILD_DELAY_S": "4"},
+    ],
+    ids=["state-refused-before-reset", "slow-env-build"],
+)
+async def test_a_leased_session_is_kept_when_its_env_errs_on_state_or_builds_slowly(
+    env_vars,
+):
+    target = EnvTarget(
+        env="local/space_env",
+        provider_kwargs={"project_path": str(SPACE_ENV), "env_vars": env_vars},
+        launch_timeout_s=120,
+    )
+    with pool_of(target) as (_, url):
+        rollout = EnvTarget(env=target.env, pool_url=url, connect_timeout_s=2)
+        async with contextlib.AsyncExitStack() as stack:
+            episode = await open_episode(rollout, EpisodeLimits(), stack)
+            await episode.reset({"seed": 1})
+            await episode.act('{"guess": 8}')
+            assert (episode.report.reward, episode.report.stop_reason) == (1.0, "done")

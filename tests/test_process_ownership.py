@@ -21,8 +21,10 @@ from tests.servers import (
     WORDLE_PROJECT,
     eval_environ,
     policy_server,
-    processes_matching,
     read_traces,
+    recorded_requests,
+    tool_servers,
+    user_simulators,
     wordle_uv_eval_command,
     wordle_uv_servers,
     wordle_uvicorns,
@@ -61,12 +63,14 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
 )
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
     """With native tool calling the env session (and a per-rollout server) belongs to
-    the rollout's tool server (`openenv_v1.tools`) instead of its user simulator."""
+    the rollout's tool server (`openenv_v1.tools`) instead of its user simulator.
+    verifiers starts the tool server first, so once both user simulators serve, both
+    tool servers do too."""
     assert wordle_uv_servers() == []
-    owner = "openenv_v1.tools" if native else "openenv_v1.user"
     modes = ["--taskset.tool-calls", "native", *null_harness_flags()[2:]]
     # A slow policy keeps the episodes in flight while the eval is signalled.
-    with policy_server("slow", delay=120) as policy:
+    record = tmp_path / "requests.jsonl"
+    with policy_server("slow", delay=120, record=record) as policy:
         eval_proc = subprocess.Popen(
             wordle_uv_eval_command(
                 policy,
@@ -90,8 +94,13 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
                 180,
             )
             assert eval_proc.poll() is None, "eval ended before the envs were up"
-            assert wait_until(lambda: len(processes_matching(owner)) >= 2, 60)
-            time.sleep(3)  # let the episodes start
+            owners = tool_servers if native else user_simulators
+            assert wait_until(lambda: len(owners()) >= 2, 60)
+            # Both episodes have reached the model, so both user simulators serve.
+            # (verifiers asks for their parent-death signal only once a user
+            # simulator serves: one still importing when the eval is SIGKILLed
+            # would outlive it, whatever this adapter does.)
+            assert wait_until(lambda: len(recorded_requests(record)) >= 2, 120)
         finally:
             eval_proc.send_signal(sig)
             try:
@@ -100,8 +109,8 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
                 eval_proc.kill()
                 raise
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
-        assert wait_until(lambda: processes_matching("openenv_v1.user") == [], 20)
-        assert wait_until(lambda: processes_matching("openenv_v1.tools") == [], 20)
+        assert wait_until(lambda: user_simulators() == [], 20)
+        assert wait_until(lambda: tool_servers() == [], 20)
 
 
 def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.render import (
     ObservationRenderer,
+    metadata_shown,
     render_observation,
     render_opening,
 )
@@ -304,3 +305,10 @@ async def test_real_mcp_env_turns_in_json(counter_url):
         assert opening.startswith('{"note":"counter starts at 0"}\n\n')
         added = await episode.act('{"tool_name": "add", "arguments": {"n": 2}}')
         assert added.text == '{"add":2}'
+
+
+def test_metadata_is_reported_as_shown_only_when_it_is_all_there_is():
+    task = {"metadata": {"question": "What is 17 + 25?"}}
+    assert metadata_shown(task)
+    assert not metadata_shown({"prompt": "guess", "metadata": {"seed": 1}})
+    assert not metadata_shown({"metadata": {"reward_signals": {"win": 1.0}}})

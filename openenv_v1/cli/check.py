@@ -33,7 +33,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -102,6 +102,8 @@ class CheckReport:
     warnings: list[str] = field(default_factory=list)
     failure: Failure | None = None
     elapsed_s: float | None = None
+    launched: Any = field(default=None, repr=False)
+    """The `SupervisedUVProvider` of a UV launch, while it runs (not reported)."""
 
     @property
     def ok(self) -> bool:
@@ -115,6 +117,7 @@ class CheckReport:
 
     def record_launch(self, provider: Any) -> None:
         """What a UV launch chose (a `SupervisedUVProvider`)."""
+        self.launched = provider
         choice = provider.app_choice
         self.app = {
             "app": choice.app if choice else None,
@@ -125,10 +128,12 @@ class CheckReport:
             ],
             "gradio_hidden": provider.gradio_hidden,
         }
+        self.warnings += provider.notes
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, launched=None))
         data.pop("stage")
+        data.pop("launched")
         return {"ok": self.ok, **data}
 
 
@@ -161,13 +166,37 @@ async def run_check(
     started = time.monotonic()
     try:
         async with contextlib.AsyncExitStack() as stack:
-            await _check(options, report, stack, progress)
+            try:
+                await _check(options, report, stack, progress)
+            except (StageFailed, EnvFailure) as e:
+                # Read before the stack stops the server and removes its log.
+                raise StageFailed(_with_server_output(str(e), report)) from e
     except (StageFailed, EnvFailure) as e:
         report.fail(str(e))
     except Exception as e:
         report.fail(describe(e))
     finally:
         report.elapsed_s = round(time.monotonic() - started, 2)
+
+
+# Server error codes whose message hides the env's own exception, which the server
+# logs: FACTORY_ERROR says only that building the env failed.
+_LOGGED_CAUSES = (
+    "(FACTORY_ERROR)",
+    "(EXECUTION_ERROR)",
+    "HTTPStatusError: Server error",
+)
+_SERVER_OUTPUT_CHARS = 1500
+
+
+def _with_server_output(error: str, report: CheckReport) -> str:
+    """`error`, plus the end of the launched server's output when the error is one
+    whose cause only that output shows."""
+    provider = report.launched
+    if provider is None or not any(cause in error for cause in _LOGGED_CAUSES):
+        return error
+    tail = provider.log_tail(_SERVER_OUTPUT_CHARS)
+    return f"{error}\nthe env server's output ends with:\n{tail}" if tail else error
 
 
 async def _check(
@@ -487,7 +516,8 @@ async def _open_probe(
 ) -> None:
     """Open one more session, held until `stack` closes. The server creates it as the
     socket opens, so a refusal (CAPACITY_REACHED, raised as is) comes with the first
-    message; it is retried for `patience_s`."""
+    message; it is retried for `patience_s`. Any other error frame is the env's own
+    and still means the session exists."""
     client = await open_env(session, stack)
     deadline = time.monotonic() + patience_s
     while True:
@@ -495,8 +525,9 @@ async def _open_probe(
             await asyncio.wait_for(client.state(), timeout_s)
             return
         except Exception as e:
-            if server_error_code(e) != "CAPACITY_REACHED":
-                raise
-            if time.monotonic() >= deadline:
+            code = server_error_code(e)
+            if code is not None and code != "CAPACITY_REACHED":
+                return  # the env's own error (some refuse `state` before a reset)
+            if code is None or time.monotonic() >= deadline:
                 raise
             await asyncio.sleep(0.2)

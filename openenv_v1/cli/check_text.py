@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from openenv_v1.cli.check import CheckReport
+from openenv_v1.core.render import metadata_shown
 
 _WIDTH = 12
 _OBSERVATION_CHARS = 400
@@ -81,7 +82,7 @@ def _result_text(result: dict[str, Any], head: str) -> str:
     observation = result["observation"] or {}
     text = f"{head} -> {outcome}\nthe model sees: {_clip(result['turn'])}"
     text += f"\nthe model gets: {model_gets_text(result['model_gets'])}"
-    if metadata := observation.get("metadata"):
+    if (metadata := observation.get("metadata")) and not metadata_shown(observation):
         text += f"\nmetadata (hidden from the model): {_clip(_compact(metadata))}"
     return text
 

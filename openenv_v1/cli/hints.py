@@ -16,12 +16,6 @@ _Applies = Literal["any", "base_url", "launch"]
 # (pattern, hint, when it applies), first match wins.
 _HINTS: list[tuple[str, str, _Applies]] = [
     (
-        r"gradio is hidden|imports gradio without declaring it",
-        "pass --web-ui (task.user.server_web_ui = true in an eval) to let the server "
-        "import gradio, or add gradio to the env's pyproject.toml dependencies",
-        "launch",
-    ),
-    (
         r"the env needs Python",
         "install the Python the env asks for (`uv python install <version>` where "
         "there is network) or point UV_PYTHON at an installed interpreter",
@@ -45,6 +39,18 @@ _HINTS: list[tuple[str, str, _Applies]] = [
         "the MCP env takes the step but never answers; if its lock pins "
         "openenv-core 0.2.x, upgrade it (`uv lock --upgrade-package openenv-core` in "
         "the env project)",
+        "any",
+    ),
+    (
+        r"\(FACTORY_ERROR\)",
+        "the server could not build the env for a new session: its output (above, "
+        "for a launch) names why, often a download, service or binary the env needs",
+        "any",
+    ),
+    (
+        r"\(EXECUTION_ERROR\)",
+        "the env raised an exception of its own: its output (above, for a launch) "
+        "has the traceback",
         "any",
     ),
     (

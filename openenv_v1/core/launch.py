@@ -251,10 +251,12 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
 
 async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
     """A session on one of the pool's shared servers. The server creates the session
-    as the socket opens, so a full one is found out by a first cheap message (`state`);
-    that lease goes back as `rejected` and the pool finds (or launches) another. A
-    server that cannot be connected to goes back as `unreachable` (the pool replaces
-    it if it is down), and the next one is tried, a few times at most."""
+    as the socket opens, so a full one is found out by a first cheap message (`state`,
+    bounded by the longest call's timeout: building an env can be slow); that lease
+    goes back as `rejected` and the pool finds (or launches) another. An error of the
+    env's own in answer still means the session exists. A server that cannot be
+    connected to goes back as `unreachable` (the pool replaces it if it is down), and
+    the next one is tried, a few times at most."""
     assert target.pool_url is not None
     pool = _PoolClient(target.pool_url)
     rejected: str | None = None
@@ -277,18 +279,31 @@ async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
                 unreachable = lease
                 continue
             try:
-                await asyncio.wait_for(client.state(), target.connect_timeout_s)
+                # The server builds the session's env as the socket opens, and some
+                # envs are slow to build: the probe gets the longest call's time.
+                await asyncio.wait_for(client.state(), target.message_timeout_s)
+            except TimeoutError as e:
+                raise EnvFailure(
+                    f"the shared {target.env} server at {url} did not answer a first "
+                    f"request within {target.message_timeout_s:.0f}s (building the "
+                    "env for a new session may be that slow: raise "
+                    "task.user.reset_timeout_s)"
+                ) from e
             except Exception as e:
-                if server_error_code(e) != "CAPACITY_REACHED":
+                code = server_error_code(e)
+                if code is None:
                     raise EnvFailure(
                         f"the shared {target.env} server at {url} failed a first "
                         f"request: {describe(e)}"
                     ) from e
-                session.pop_all()  # the lease goes back as `rejected` instead
-                await client.close()
-                rejected = lease
-                await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-                continue
+                if code == "CAPACITY_REACHED":
+                    session.pop_all()  # the lease goes back as `rejected` instead
+                    await client.close()
+                    rejected = lease
+                    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+                    continue
+                # Any other error frame is the env's own (some envs refuse `state`
+                # before a reset): the session exists.
             stack.push_async_exit(session.pop_all())
             return client
     raise EnvFailure(f"the shared {target.env} servers kept refusing sessions")

@@ -78,6 +78,8 @@ class _View:
 
     fields: dict[str, Any]
     whole: frozenset[str] = field(default_factory=frozenset)
+    from_metadata: bool = False
+    """The fields are the observation's `metadata` (it had nothing else)."""
 
 
 def _view(observation: dict[str, Any]) -> _View:
@@ -93,8 +95,13 @@ def _view(observation: dict[str, Any]) -> _View:
                 if k not in REWARD_SIGNAL_KEYS and not _empty(v)
             }
             if shown:
-                return _View(shown)
+                return _View(shown, from_metadata=True)
     return _View(fields)
+
+
+def metadata_shown(observation: dict[str, Any]) -> bool:
+    """Whether the model is shown the observation's `metadata` (it is all there is)."""
+    return _view(observation).from_metadata
 
 
 def _visible(observation: dict[str, Any]) -> dict[str, Any]:

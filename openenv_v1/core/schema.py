@@ -169,8 +169,21 @@ def _example_value(spec: dict[str, Any], defs: dict[str, Any]) -> Any:
 
 
 def is_mcp_action(schema: dict[str, Any]) -> bool:
+    """Whether the action schema is OpenEnv's MCP call-tool action: by title, a `type`
+    of `call_tool`, or a union (`oneOf` / `anyOf`, e.g. of `ListToolsAction` and
+    `CallToolAction`) with a `call_tool` branch."""
     if schema.get("title") in MCP_ACTION_TITLES:
         return True
+    mapping = (schema.get("discriminator") or {}).get("mapping") or {}
+    if "call_tool" in mapping:
+        return True
+    defs = schema.get("$defs") or {}
+    for branch in schema.get("oneOf") or schema.get("anyOf") or ():
+        ref = branch.get("$ref") if isinstance(branch, dict) else None
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            branch = defs.get(ref.rsplit("/", 1)[-1], {})
+        if isinstance(branch, dict) and branch.get("title") == "CallToolAction":
+            return True
     type_spec = (schema.get("properties") or {}).get("type") or {}
     return "call_tool" in (type_spec.get("const"), type_spec.get("default")) or (
         "call_tool" in (type_spec.get("enum") or ())

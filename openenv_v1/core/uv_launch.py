@@ -132,6 +132,8 @@ class SupervisedUVProvider(UVProvider):
         self.failed_apps: list[tuple[AppChoice, str]] = []
         """Candidates that could not be imported, with the line that said so."""
         self.gradio_hidden = False
+        self.notes: list[str] = []
+        """What the user should know about this launch (e.g. gradio was needed)."""
         self.reused_env = False
         """The server runs from the project's prepared environment without uv."""
         self._candidates: list[AppChoice] = []
@@ -180,11 +182,11 @@ class SupervisedUVProvider(UVProvider):
         self.gradio_hidden = not (
             self.web_ui
             or project.declares_gradio
+            or str(project.path) in _IMPORTS_GRADIO
             or _truthy(env.get("ENABLE_WEB_INTERFACE"))
         )
-        paths = [_NO_GRADIO_DIR] if self.gradio_hidden else []
         env["PYTHONPATH"] = os.pathsep.join(
-            [*paths, str(project.path), *filter(None, [env.get("PYTHONPATH")])]
+            [str(project.path), *filter(None, [env.get("PYTHONPATH")])]
         )
         self._launch = (port or _find_free_port(), env, workers)
         self._spawn(self._candidates[0])
@@ -215,6 +217,11 @@ class SupervisedUVProvider(UVProvider):
         port, env, workers = self._launch
         server = ["uvicorn", choice.app, "--host", self.host, "--port", str(port)]
         server += ["--workers", str(workers), *(["--reload"] if self.reload else [])]
+        if self.gradio_hidden:
+            env = {
+                **env,
+                "PYTHONPATH": f"{_NO_GRADIO_DIR}{os.pathsep}{env['PYTHONPATH']}",
+            }
         prepared = self._prepared_uvicorn()
         self.reused_env = prepared is not None
         if prepared is not None:
@@ -284,9 +291,19 @@ class SupervisedUVProvider(UVProvider):
                 time.sleep(0.05)
 
     def _relaunch_or_fail(self, code: int) -> None:
+        """After the server exited before it was ready: relaunch it with gradio when
+        hiding gradio killed it, or with the next app candidate when the app cannot
+        be imported; otherwise fail, naming the cause."""
         tail = self.log_tail()
         choice = self.app_choice
-        assert choice is not None
+        assert choice is not None and self.project is not None
+        if self.gradio_hidden and _GRADIO_REFUSED in tail:
+            self.gradio_hidden = False
+            _IMPORTS_GRADIO.add(str(self.project.path))
+            self.notes.append(GRADIO_NEEDED)
+            logger.warning("%s: %s", self.project.name, GRADIO_NEEDED)
+            self.run_on_owner(lambda: self._spawn(choice))
+            return
         failure = _app_import_failure(choice, tail)
         if failure is None:
             raise EnvFailure(
@@ -325,8 +342,6 @@ class SupervisedUVProvider(UVProvider):
 
     def _diagnose(self, tail: str) -> str:
         """Name the usual cause of a crashed start in words the user can act on."""
-        if "gradio is hidden from this env server" in tail:
-            return f" ({GRADIO_HIDDEN})"
         if _PYTHON_UNAVAILABLE.search(tail):
             needs = self.project.python_requirement if self.project else None
             version = re.search(r"\d+\.\d+", needs or "")
@@ -403,12 +418,16 @@ class SupervisedUVProvider(UVProvider):
 # it is ready; holds `_fingerprint()` of the project it was synced for.
 _PREPARED_STAMP = ".openenv-v1-prepared"
 _ENV_INPUTS = ("pyproject.toml", "uv.lock", ".python-version")
-GRADIO_HIDDEN = (
-    "the env imports gradio without declaring it in its pyproject.toml dependencies, "
-    "and openenv-v1 hides gradio from such envs to halve their start: set "
-    "task.user.server_web_ui = true (`openenv-v1 check --web-ui`), or add gradio to "
-    "the env's dependencies"
+GRADIO_NEEDED = (
+    "the env imports gradio without declaring it in its pyproject.toml dependencies "
+    "(openenv-v1 hides gradio from such envs to halve their start), so it was "
+    "relaunched with gradio; set task.user.server_web_ui = true "
+    "(`openenv-v1 check --web-ui`) to skip the first try"
 )
+# What the stand-in `gradio` package (no_gradio/) says when it is imported.
+_GRADIO_REFUSED = "gradio is hidden from this env server"
+# Projects (their folders) found to import gradio in this process: launched with it.
+_IMPORTS_GRADIO: set[str] = set()
 _PYTHON_UNAVAILABLE = re.compile(
     r"No interpreter found for Python|python-build-standalone|"
     r"No download found for request|Python downloads are (?:disabled|not allowed)"
