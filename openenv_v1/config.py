@@ -136,7 +136,8 @@ class OpenEnvConfig(vf.TasksetConfig):
     tool taking the action) become the model's own tools and each tool call is one
     step; for models trained to call tools, with a harness that passes task tools
     to the model (e.g. `--harness.id null`, which in verifiers 0.2.1 also needs the
-    `--harness.env` of README "Text or native tool calls")."""
+    `--harness.env` of README "Text or native tool calls"). Native needs the user
+    simulator on this host (not with `use_docker`)."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""
 
@@ -157,7 +158,22 @@ class OpenEnvConfig(vf.TasksetConfig):
                 user.runtime = vf.PrimeConfig(vm=True)
         if not self.resets:
             raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
+        if self.tool_calls == "native":
+            self._require_local_user()
         return self
+
+    def _require_local_user(self) -> None:
+        from verifiers.v1.runtimes import runtime_is_local
+
+        user = self.task.user
+        if self.use_docker or user.colocated or not runtime_is_local(user.runtime):
+            where = "on a Prime VM (use_docker)" if self.use_docker else "off this host"
+            raise ValueError(
+                "tool_calls native needs the user simulator on this host: it keeps the "
+                "env session, and the eval's tool server forwards each tool call to it "
+                f"over loopback, but here it runs {where}. Use --taskset.tool-calls "
+                "text, or run the env yourself and pass --taskset.base-url"
+            )
 
     def shares_servers(self) -> bool:
         """Whether rollouts lease shared servers launched by the taskset: UV launches

@@ -9,12 +9,12 @@ of step rewards), stop conditions (`openenv_done`, `openenv_invalid_actions`) an
 metrics. An environment failure ends the rollout with a `UserError` naming the cause,
 after what was earned has been written to `trace.info["openenv"]` and the metrics.
 
-With native tool calling (`tool_calls="native"`) each task also has a tool server,
-`OpenEnvTools` (`openenv_v1.tools`), which owns the env session. The stops, which
-verifiers runs before every model call, then also stamp the model turn on the state
-and count the calls of the last reply that the harness answered itself without
-reaching the tool server (a tool the model was not given, arguments that are not a
-JSON object) as invalid actions.
+With native tool calling (`tool_calls="native"`) the taskset also declares the eval's
+tool server, `OpenEnvTools` (`openenv_v1.tools`), which forwards the model's tool calls
+to the rollout's user simulator. The stops, which verifiers runs before every model
+call, then also stamp the model turn on the state and count the calls of the last
+reply that the harness answered itself without reaching the tool server (a tool the
+model was not given, arguments that are not a JSON object) as invalid actions.
 """
 
 from __future__ import annotations
@@ -25,27 +25,17 @@ from typing import Any
 
 import verifiers.v1 as vf
 
+from openenv_v1.account import account, mirror
 from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig
 from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
-from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser, account, mirror
+from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 
 class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     user = OpenEnvUser
-
-    def tool_servers(self) -> list[vf.Toolset]:
-        """Native tool calling: the tool server that owns the env session, with the
-        user simulator's settings. Text mode: none."""
-        if self.data.tool_calls != "native":
-            return []
-        from openenv_v1.tools import OpenEnvTools, OpenEnvToolsConfig
-
-        user = self.config.user
-        settings = {name: getattr(user, name) for name in type(user).model_fields}
-        return [OpenEnvTools(OpenEnvToolsConfig(**settings))]
 
     @vf.stop
     async def openenv_done(self, trace: vf.Trace) -> bool:
@@ -70,12 +60,13 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         docstring). Runs in the eval process before each model call."""
         state = trace.state
         turns = trace.num_turns
-        if state.tool_names is None or turns <= state.turn:
+        if state.tools is None or turns <= state.turn:
             return
+        names = {tool["name"] for tool in state.tools}
         report = account(state)
         for message in trace.assistant_messages[state.turn :]:
             for call in message.tool_calls or ():
-                if call.name not in state.tool_names or not _is_object(call.arguments):
+                if call.name not in names or not _is_object(call.arguments):
                     report.count_invalid(self.config.user.max_invalid_actions)
         mirror(report, state)
         state.turn = turns
@@ -109,15 +100,15 @@ def _publish(trace: vf.Trace) -> None:
     """Mirror the episode account onto the trace, which keeps it even if the rollout
     errors before scoring (the state itself is never serialized)."""
     state = trace.state
-    account: dict[str, Any] = {
+    info: dict[str, Any] = {
         "reward": state.reward,
         "steps": state.steps,
         "invalid_actions": state.invalid_actions,
         "stop_reason": state.stop_reason,
     }
     if state.signals:
-        account["signals"] = dict(state.signals)
-    trace.info["openenv"] = account
+        info["signals"] = dict(state.signals)
+    trace.info["openenv"] = info
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
@@ -157,6 +148,15 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             # in its config, which only ever travels in the process environment.
             user = user.model_copy(update={"secret_env": secret_env})
         self._task_config = config.task.model_copy(update={"user": user})
+
+    def tool_servers(self) -> list[vf.Toolset]:
+        """Native tool calling: the eval's tool server, which forwards each call to
+        the rollout's user simulator. Text mode: none."""
+        if self.config.tool_calls != "native":
+            return []
+        from openenv_v1.tools import OpenEnvTools, OpenEnvToolsConfig
+
+        return [OpenEnvTools(OpenEnvToolsConfig())]
 
     def close(self) -> None:
         """Stop the shared env servers, if any."""

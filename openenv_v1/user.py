@@ -6,10 +6,11 @@ contract and resets; `respond` turns each model reply into a step via `EnvEpisod
 and each turn it returns into a user message: its text, then its images as
 `image_url` parts (`user_message`).
 
-With native tool calling (`tool_calls="native"`) the env session belongs to the
-rollout's tool server instead (`openenv_v1.tools`, which says why); this simulator then
-only opens the conversation with the opening turn that server left on the rollout
-state, and answers a reply that calls no tool with a reminder, counted as invalid.
+With native tool calling (`tool_calls="native"`) the simulator keeps the session too.
+It leaves the model's tools and its own address on the rollout state before it serves;
+the eval's tool server (`openenv_v1.tools`) forwards each tool call to it, and it steps
+each one once (`openenv_v1.tool_desk`). A reply that calls no tool gets a reminder,
+counted as an invalid action.
 
 Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
 server unserved while verifiers keeps probing it for minutes, and a raising `respond`
@@ -20,10 +21,11 @@ rollout state, and the task's `openenv_done` stop raises it as the rollout's err
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
+from openenv_v1.account import absorb_invalid, mirror
 from openenv_v1.config import OpenEnvUserConfig
 from openenv_v1.core import (
     EnvEpisode,
@@ -36,6 +38,10 @@ from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.errors import describe
 from openenv_v1.core.render import render_invalid_end, render_no_tool_call
 from openenv_v1.core.turns import Turn, TurnRenderer
+from openenv_v1.tool_desk import ToolDesk, desk_url, serve_desk
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
 
 logger = logging.getLogger(__name__)
 
@@ -58,19 +64,20 @@ class OpenEnvState(vf.State):
     steps: int = 0
     invalid_actions: int = 0
     invalid_streak: int = 0
-    """Invalid actions in a row (native tool calling counts them in two processes)."""
+    """Invalid actions in a row (native tool calling also counts them in the eval)."""
     stop_reason: str | None = None
     """`done`, `invalid_actions` or `error` once the episode is over."""
     error: str | None = None
     signals: dict[str, float] = {}
-    opening: list[dict[str, Any]] | None = None
-    """Native tool calling: the opening user message (wire form), left by the tool
-    server for the simulator, which clears it once sent."""
-    tool_names: list[str] | None = None
-    """Native tool calling: the tools the model was given (None in text mode)."""
+    tools: list[dict[str, Any]] | None = None
+    """Native tool calling: the model's tools (`name`, `description`,
+    `input_schema`), left by the simulator after reset (None in text mode)."""
+    tool_desk: str | None = None
+    """Native tool calling: the simulator's MCP address, where the eval's tool server
+    forwards the calls."""
     turn: int = 0
     """Native tool calling: model turns so far, stamped before each model call (the
-    tool server tells a retried call from a new one by it)."""
+    simulator tells a retried call from a new one by it)."""
 
 
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
@@ -78,10 +85,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         self._episode: EnvEpisode | None = None
         self._opening: Turn | None = None
         self._failure: str | None = None
-        self._native = task.tool_calls == "native"
-        self._opened = False
-        if self._native:
-            return  # the tool server owns the env session
+        self._desk: ToolDesk | None = None
         config = self.config
         target = EnvTarget(
             env=task.env,
@@ -103,6 +107,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 observation_format=config.observation_format,
                 observation_images=config.observation_images,
                 max_observation_chars=config.max_observation_chars,
+                tool_calls=task.tool_calls,
             )
             self._opening = await episode.reset(task.reset)
             self._episode = episode
@@ -111,10 +116,39 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         except Exception as e:
             logger.exception("OpenEnv setup failed")
             self._failure = f"{target.label}: setup failed: {describe(e)}"
+        if task.tool_calls == "native" and self._episode is not None:
+            self._desk = ToolDesk(self._episode)
+            await self._publish_tools(self._episode)
+
+    async def _publish_tools(self, episode: EnvEpisode) -> None:
+        """Leave the model's tools and this server's address on the rollout state,
+        before it serves (and so before the harness lists the tools)."""
+        tools = [
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": t.input_schema,
+            }
+            for t in episode.spec.model_tools()
+        ]
+        url = desk_url()
+
+        def publish() -> None:
+            self.state.tools, self.state.tool_desk = tools, url
+
+        # verifiers syncs the state around calls only; this runs before any.
+        await self._with_state(publish)()
+
+    def _register(self, mcp: FastMCP) -> None:
+        super()._register(mcp)
+        if self._desk is not None:
+            serve_desk(mcp, self._with_state(self._deliver))
+
+    async def _deliver(self, name: str, arguments: dict[str, Any]) -> Turn:
+        assert self._desk is not None
+        return await self._desk.deliver(self.state, name, arguments)
 
     async def respond(self, message: str) -> vf.Messages:
-        if self._native:
-            return self._respond_native()
         if self._failure is not None:
             report = EpisodeReport()
             report.fail(self._failure)
@@ -130,68 +164,25 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             if self._opening is not None:
                 # The first call opens the conversation; later empty ones are replies.
                 turn, self._opening = self._opening, None
+            elif self._desk is not None:
+                turn = self._no_tool_call(report)
             else:
                 turn = await self._episode.act(message)
-        self._mirror(report)
+        mirror(report, self.state)
         return [user_message(turn)]
 
-    def _mirror(self, report: EpisodeReport) -> None:
-        mirror(report, self.state)
-
-    def _respond_native(self) -> vf.Messages:
-        """The opening the tool server left on the state, then, for each reply that
-        called no tool, a reminder (counted as an invalid action)."""
-        state = self.state
-        if not self._opened:
-            self._opened = True
-            if state.error is None and state.opening is not None:
-                opening, state.opening = state.opening, None
-                return opening
-            state.error = state.error or (
-                "the OpenEnv tool server left no opening turn on the rollout state"
-            )
-            state.done, state.stop_reason = True, "error"
-            return [self._text(f"The environment failed: {state.error}")]
-        report = account(state)
+    def _no_tool_call(self, report: EpisodeReport) -> Turn:
+        """Native tool calling: a reply that called no tool gets a reminder, counted
+        as an invalid action."""
+        absorb_invalid(report, self.state)
         if report.done:
-            return [self._text("The episode is over.")]
+            return Turn("The episode is over.")
         left = report.count_invalid(self.config.max_invalid_actions)
-        mirror(report, state)
         if left == 0:
-            problem = "the reply called no tool"
-            return [self._text(render_invalid_end(problem, report.invalid_streak))]
-        return [self._text(render_no_tool_call(left))]
-
-    def _text(self, text: str) -> vf.UserMessage:
-        return vf.UserMessage(
-            content=TurnRenderer.clip(text, self.config.max_observation_chars)
-        )
-
-
-def mirror(report: EpisodeReport, state: OpenEnvState) -> None:
-    """Copy the episode account onto the rollout state the task reads."""
-    state.reward = report.reward
-    state.done = report.done
-    state.steps = report.steps
-    state.invalid_actions = report.invalid_actions
-    state.invalid_streak = report.invalid_streak
-    state.stop_reason = report.stop_reason
-    state.error = report.error
-    state.signals = dict(report.signals)
-
-
-def account(state: OpenEnvState) -> EpisodeReport:
-    """The episode account as the rollout state holds it."""
-    return EpisodeReport(
-        reward=state.reward,
-        steps=state.steps,
-        invalid_actions=state.invalid_actions,
-        invalid_streak=state.invalid_streak,
-        done=state.done,
-        stop_reason=state.stop_reason,  # type: ignore[arg-type]
-        error=state.error,
-        signals=dict(state.signals),
-    )
+            text = render_invalid_end("the reply called no tool", report.invalid_streak)
+        else:
+            text = render_no_tool_call(left)
+        return Turn(TurnRenderer.clip(text, self.config.max_observation_chars))
 
 
 def user_message(turn: Turn) -> vf.UserMessage:

@@ -1,12 +1,16 @@
 """Native tool calling (`--taskset.tool-calls native`): the env's tools as the model's.
 
-The tool server is run as verifiers runs it (its own process, a state channel), and
-called as the null harness calls it; then real `eval` runs play through it.
+The user simulator and the eval's tool server are run as verifiers runs them (their
+own processes, a state channel), and called as the null harness calls them; then real
+`eval` runs play through them.
 """
 
 import asyncio
+import contextlib
 import json
 import time
+
+import pytest
 
 from openenv_v1.null_harness import null_harness_flags
 from openenv_v1.user import OpenEnvData
@@ -19,7 +23,13 @@ from tests.servers import (
     wordle_uv_flags,
     wordle_uv_servers,
 )
-from tests.tool_server import call_tool, list_tools, opening_text, tool_server
+from tests.tool_server import (
+    call_tool,
+    list_tools,
+    native_servers,
+    opening_text,
+    tool_server,
+)
 
 
 def native_task(url: str, reset: dict) -> OpenEnvData:
@@ -35,27 +45,31 @@ def native_task(url: str, reset: dict) -> OpenEnvData:
 
 
 def test_an_mcp_envs_tools_are_listed_as_its_own(counter_url, tmp_path):
-    with tool_server(native_task(counter_url, {"start": 1}), tmp_path) as (url, chan):
-        tools = asyncio.run(list_tools(url))
+    task = native_task(counter_url, {"start": 1})
+    with native_servers(task, tmp_path) as (tools_url, user_url, chan):
+        tools = asyncio.run(list_tools(tools_url))
         assert [t.name for t in tools] == ["add", "peek", "submit"]
         add = tools[0]
         assert add.description == "Add n to the counter and return the new value."
         assert add.inputSchema["properties"] == {"n": {"type": "integer"}}
         assert add.inputSchema["required"] == ["n"]
-        # The reset observation waits on the state for the user simulator.
-        assert opening_text(chan).startswith("counter starts at 1")
-        assert chan.state.tool_names == ["add", "peek", "submit"]
+        # The simulator left them, and its own address, on the state before serving.
+        assert [t["name"] for t in chan.state.tools] == ["add", "peek", "submit"]
+        assert chan.state.tool_desk == user_url
+        assert opening_text(user_url).startswith("counter starts at 1")
 
 
 def test_another_env_gets_one_act_tool_taking_its_action(wordle_url, tmp_path):
-    with tool_server(native_task(wordle_url, {"seed": 1}), tmp_path) as (url, chan):
-        (act,) = asyncio.run(list_tools(url))
+    task = native_task(wordle_url, {"seed": 1})
+    with native_servers(task, tmp_path) as (tools_url, user_url, chan):
+        (act,) = asyncio.run(list_tools(tools_url))
         assert act.name == "act"
         assert act.inputSchema["required"] == ["message"]
         assert "metadata" not in act.inputSchema["properties"]
-        assert "Wordle" in opening_text(chan)
-        assert "Act by calling the `act` tool" in opening_text(chan)
-        text, failed = asyncio.run(call_tool(url, "act", {"message": "[crane]"}))
+        opening = opening_text(user_url)
+        assert "Wordle" in opening
+        assert "Act by calling the `act` tool" in opening
+        text, failed = asyncio.run(call_tool(tools_url, "act", {"message": "[crane]"}))
         assert "You submitted [crane]" in text and not failed
         assert chan.state.steps == 1
 
@@ -63,20 +77,55 @@ def test_another_env_gets_one_act_tool_taking_its_action(wordle_url, tmp_path):
 def test_a_call_delivered_twice_steps_the_env_once(counter_url, tmp_path):
     """The null harness retries a call whose answer was lost, on a fresh session, with
     the same arguments, before the model is called again."""
-    with tool_server(native_task(counter_url, {"start": 1}), tmp_path) as (url, chan):
+    task = native_task(counter_url, {"start": 1})
+    with native_servers(task, tmp_path) as (url, _, chan):
         first = asyncio.run(call_tool(url, "add", {"n": 2}))
         again = asyncio.run(call_tool(url, "add", {"n": 2}))
         assert first == again == ("add: 3", False)
         assert (chan.state.steps, chan.state.reward) == (1, 0.25)
+
+        async def twice_at_once():
+            return await asyncio.gather(
+                call_tool(url, "add", {"n": 3}), call_tool(url, "add", {"n": 3})
+            )
+
+        # A retry racing the first attempt waits for it.
+        chan.state.turn += 1
+        assert asyncio.run(twice_at_once()) == [("add: 6", False)] * 2
+        assert chan.state.steps == 2
         # The next model turn (stamped by the task's stops) makes it a new call.
         chan.state.turn += 1
-        assert asyncio.run(call_tool(url, "add", {"n": 2})) == ("add: 5", False)
-        assert asyncio.run(call_tool(url, "peek", {})) == ("peek: 5", False)
-        assert (chan.state.steps, chan.state.reward) == (3, 0.5)
+        assert asyncio.run(call_tool(url, "add", {"n": 3})) == ("add: 9", False)
+        assert asyncio.run(call_tool(url, "peek", {})) == ("peek: 9", False)
+        assert (chan.state.steps, chan.state.reward) == (4, 0.75)
+
+
+def test_one_tool_server_routes_each_rollout_to_its_own_session(counter_url, tmp_path):
+    """The eval's one tool server serves every rollout, each through its own state
+    channel, to its own simulator and env session."""
+    with contextlib.ExitStack() as stack:
+        tools_url = stack.enter_context(tool_server(tmp_path))
+        rollouts = []
+        for start in (10, 20):
+            folder = tmp_path / str(start)
+            folder.mkdir()
+            task = native_task(counter_url, {"start": start})
+            url, _, chan = stack.enter_context(
+                native_servers(task, folder, tools_url=tools_url)
+            )
+            rollouts.append((url, chan))
+
+        async def both():
+            return await asyncio.gather(
+                *(call_tool(url, "add", {"n": 1}) for url, _ in rollouts)
+            )
+
+        assert asyncio.run(both()) == [("add: 11", False), ("add: 21", False)]
+        assert [chan.state.steps for _, chan in rollouts] == [1, 1]
 
 
 def test_mistakes_are_tool_errors_counted_until_the_episode_ends(counter_url, tmp_path):
-    with tool_server(native_task(counter_url, {}), tmp_path) as (url, chan):
+    with native_servers(native_task(counter_url, {}), tmp_path) as (url, _, chan):
         text, failed = asyncio.run(call_tool(url, "add", {"n": "two"}))
         assert failed and "Invalid call" in text and "must be of type integer" in text
         assert "2 more invalid actions in a row will end the episode" in text
@@ -228,7 +277,7 @@ def test_an_env_failure_ends_the_rollout_fast_with_the_cause(tmp_path):
 
 def test_native_calls_run_through_the_env_server_workers(counter_url, tmp_path):
     """`eval --server`: rollouts run in verifiers' env-server workers (the path
-    prime-rl trains through), each still with its own tool server."""
+    prime-rl trains through), each worker with its own tool server."""
     with policy_server("script", script=COUNTER_SCRIPT) as policy:
         proc, traces = run_eval(
             [
@@ -254,25 +303,27 @@ def test_native_calls_run_through_the_env_server_workers(counter_url, tmp_path):
         assert trace["rewards"]["openenv_reward"] == 0.25 + 0.0 + 0.25 + 1.0
 
 
-def test_the_tool_server_takes_the_user_simulators_placement_and_settings():
-    """Docker runs the env session's owner on a Prime VM: in native mode that is the
-    tool server, configured as the user simulator would be."""
+def test_the_taskset_declares_one_tool_server_for_the_eval_in_native_mode():
     from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
     from openenv_v1.tools import OpenEnvTools
 
-    config = OpenEnvConfig(
-        env="org/env",
-        use_docker=True,
-        tool_calls="native",
-        task={"user": {"step_timeout_s": 7, "provider_kwargs": {"tag": "v1"}}},
-    )
-    (task,) = OpenEnvTaskset(config).load()
-    (server,) = task.tool_servers()
-    assert isinstance(server, OpenEnvTools) and server.server_name == ""
-    runtime = server.config.runtime
-    assert (runtime.type, runtime.vm, server.config.colocated) == ("prime", True, False)
-    assert server.config.step_timeout_s == 7
-    assert server.config.provider_kwargs == {"tag": "v1"}
-    text = OpenEnvConfig(env="org/env", use_docker=True)
-    (task,) = OpenEnvTaskset(text).load()
-    assert task.tool_servers() == []
+    native = OpenEnvTaskset(OpenEnvConfig(env="org/env", tool_calls="native"))
+    try:
+        (server,) = native.tool_servers()
+        assert isinstance(server, OpenEnvTools) and server.server_name == ""
+        (task, *_) = native.load()
+        assert task.tool_servers() == []  # nothing launched per rollout
+    finally:
+        native.close()
+    text = OpenEnvTaskset(OpenEnvConfig(env="org/env", shared_servers=False))
+    assert text.tool_servers() == []
+
+
+def test_native_refuses_a_user_simulator_off_this_host():
+    """The tool server forwards calls to the simulator over loopback; Docker places
+    the simulator on a Prime VM."""
+    from openenv_v1 import OpenEnvConfig
+
+    with pytest.raises(ValueError, match="tool_calls native needs the user simulator"):
+        OpenEnvConfig(env="org/env", use_docker=True, tool_calls="native")
+    OpenEnvConfig(env="org/env", use_docker=True)

@@ -1,9 +1,12 @@
-"""The native tool server (`python -m openenv_v1.tools`) run as verifiers runs it, with
-a stand-in for the rollout's state channel, and an MCP client calling it as the null
-harness does (a fresh session per call)."""
+"""Native tool calling's two servers, the rollout's user simulator (`python -m
+openenv_v1.user`) and the eval's tool server (`python -m openenv_v1.tools`), run as
+verifiers runs them, with a stand-in for the rollout's state channel, and an MCP
+client calling them as the null harness and verifiers' host do (a fresh session per
+call)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -21,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from openenv_v1.config import OpenEnvUserConfig
 from openenv_v1.tools import OpenEnvToolsConfig
 from openenv_v1.user import OpenEnvData, OpenEnvState
 from tests.servers import free_port, stop
@@ -73,28 +77,59 @@ class StateChannel:
 
 
 @contextlib.contextmanager
-def tool_server(
-    task: OpenEnvData, tmp_path: Path, **settings: Any
-) -> Iterator[tuple[str, StateChannel]]:
-    """The tool server for `task`, set up and listening; yields its MCP URL and the
-    state channel it syncs with."""
-    port_file = tmp_path / "tool-port"
-    with StateChannel(task) as channel:
-        env = {
-            **os.environ,
-            "VF_CONFIG": OpenEnvToolsConfig(**settings).model_dump_json(),
-            "VF_STATE_URL": channel.url,
-            "VF_STATE_SECRET": "secret",
-            "MCP_PORT_FILE": str(port_file),
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "openenv_v1.tools"], env=env, start_new_session=True
+def native_servers(
+    task: OpenEnvData, tmp_path: Path, tools_url: str | None = None, **settings: Any
+) -> Iterator[tuple[str, str, StateChannel]]:
+    """The rollout's user simulator, set up and serving, and the eval's tool server
+    (`tools_url`, or one started beside the simulator), each run as verifiers runs it;
+    yields the tool server's URL tagged with the rollout's state channel (as verifiers
+    hands it to the harness), the simulator's URL, and the channel."""
+    with StateChannel(task) as channel, contextlib.ExitStack() as stack:
+        channel_env = {"VF_STATE_URL": channel.url, "VF_STATE_SECRET": "secret"}
+        config = OpenEnvUserConfig(**settings)
+        user = _spawn(stack, "openenv_v1.user", config, tmp_path / "user", channel_env)
+        tools = _spawn(
+            stack, "openenv_v1.tools", OpenEnvToolsConfig(), tmp_path / "tools"
         )
-        try:
-            url = _wait_serving(proc, port_file)
-            yield url, channel
-        finally:
-            stop(proc)
+        yield tagged(_wait_serving(*tools), channel), _wait_serving(*user), channel
+
+
+@contextlib.contextmanager
+def tool_server(tmp_path: Path) -> Iterator[str]:
+    """The eval's tool server, with no rollout of its own; yields its MCP URL."""
+    with contextlib.ExitStack() as stack:
+        config = OpenEnvToolsConfig()
+        yield _wait_serving(
+            *_spawn(stack, "openenv_v1.tools", config, tmp_path / "tools")
+        )
+
+
+def tagged(url: str, channel: StateChannel) -> str:
+    """A shared server's URL as one rollout's harness reaches it."""
+    return f"{url}?vf_state_url={channel.url}&vf_state_secret=secret"
+
+
+def _spawn(
+    stack: contextlib.ExitStack,
+    module: str,
+    config: Any,
+    name: Path,
+    extra: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen, Path]:
+    """Start `python -m module` as verifiers starts a server (stopped by `stack`);
+    returns it and the file it writes its port to."""
+    port_file = name.with_name(f"{name.name}-port")
+    env = {
+        **os.environ,
+        **(extra or {}),
+        "VF_CONFIG": config.model_dump_json(),
+        "MCP_PORT_FILE": str(port_file),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module], env=env, start_new_session=True
+    )
+    stack.callback(stop, proc)
+    return proc, port_file
 
 
 def _wait_serving(proc: subprocess.Popen, port_file: Path) -> str:
@@ -103,14 +138,14 @@ def _wait_serving(proc: subprocess.Popen, port_file: Path) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"tool server exited with {proc.returncode}")
+            raise RuntimeError(f"server exited with {proc.returncode}")
         if port_file.exists() and port_file.read_text().strip().isdigit():
             url = f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
             with contextlib.suppress(httpx.HTTPError):
                 httpx.get(url, timeout=1)
                 return url
         time.sleep(0.1)
-    raise TimeoutError("tool server not serving within 60s")
+    raise TimeoutError("server not serving within 60s")
 
 
 async def list_tools(url: str) -> list[Any]:
@@ -137,7 +172,14 @@ async def _session(url: str):
             yield session
 
 
-def opening_text(channel: StateChannel) -> str:
-    (message,) = channel.state.opening or [{}]
-    content = message.get("content")
+async def respond(user_url: str, message: str, seq: int) -> list[dict[str, Any]]:
+    """One `respond` turn of the simulator, as verifiers' host drives it."""
+    async with _session(user_url) as session:
+        result = await session.call_tool("respond", {"message": message, "seq": seq})
+    return json.loads(result.content[0].text)["messages"]
+
+
+def opening_text(user_url: str) -> str:
+    (message,) = asyncio.run(respond(user_url, "", 0))
+    content = message["content"]
     return content if isinstance(content, str) else json.dumps(content)
