@@ -6,7 +6,7 @@
   launching the local Wordle env per rollout with OpenEnv's UV provider;
 - `ours`: `openenv-v1` with its defaults (shared UV-launched servers);
 - `native`: `ours` with `--taskset.tool-calls native` (the policy calls the `act`
-  tool; a tool server per rollout owns the env session);
+  tool; the eval's one tool server forwards each call to the user simulator);
 - `floor`: `openenv-v1-floor` (benchmarks/openenv_v1_floor.py), a user simulator with
   no environment at all: what verifiers alone costs per rollout.
 

@@ -4,8 +4,9 @@ stepped once on the rollout's env session, and answered.
 With `tool_calls="native"` the env session stays where text mode keeps it, in the
 rollout's user simulator. verifiers 0.2.x sends the model's tool calls only to tool
 servers, so the eval runs one shared tool server (`openenv_v1.tools`) that lists the
-tools and forwards every call to the rollout's simulator: to the `openenv_call` tool
-that `serve_desk` adds to the simulator's own MCP server. The simulator leaves the
+tools and forwards every call to the rollout's simulator: a plain HTTP POST to the
+`/openenv/call` route that `serve_desk` adds to the simulator's own server (one
+request, where an MCP call takes a session of its own). The simulator leaves the
 tools and its address (`desk_url`) on the rollout state before it serves; the shared
 server reads them there, under the rollout's state channel.
 
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
 
     from openenv_v1.user import OpenEnvState
 
-OPENENV_CALL = "openenv_call"
-"""The simulator's tool that steps one forwarded call."""
+DESK_PATH = "/openenv/call"
+"""The simulator's route that steps one forwarded call: POST `{"name", "arguments"}`,
+answered with `encode_turn`."""
 
 
 class ToolDesk:
@@ -67,21 +69,24 @@ class ToolDesk:
 
 
 def serve_desk(mcp: FastMCP, deliver: Any) -> None:
-    """Add `openenv_call(name, arguments)` to the simulator's MCP server; `deliver`
-    (wrapped in verifiers' state sync by the caller) answers it with a turn."""
+    """Add the `DESK_PATH` route to the simulator's server; `deliver(name,
+    arguments)` (wrapped in verifiers' state sync by the caller) answers it."""
+    from starlette.requests import Request
+    from starlette.responses import Response
 
-    async def openenv_call(name: str, arguments: dict[str, Any]) -> str:
-        return encode_turn(await deliver(name, arguments))
-
-    mcp.add_tool(openenv_call, name=OPENENV_CALL)
+    @mcp.custom_route(DESK_PATH, methods=["POST"])
+    async def openenv_call(request: Request) -> Response:
+        call = await request.json()
+        turn = await deliver(call["name"], call["arguments"])
+        return Response(encode_turn(turn), media_type="application/json")
 
 
 def desk_url() -> str:
-    """This server's MCP address as another process on the same host reaches it,
-    from the coordinates verifiers gives a server (`MCP_PORT` or `MCP_PORT_FILE`,
-    written before `setup_task` runs)."""
+    """This server's desk as another process on the same host reaches it, from the
+    coordinates verifiers gives a server (`MCP_PORT`, or `MCP_PORT_FILE`, written
+    before `setup_task` runs)."""
     port = os.environ.get("MCP_PORT") or Path(os.environ["MCP_PORT_FILE"]).read_text()
-    return f"http://127.0.0.1:{int(port)}/mcp"
+    return f"http://127.0.0.1:{int(port)}{DESK_PATH}"
 
 
 def encode_turn(turn: Turn) -> str:

@@ -7,8 +7,8 @@ per eval (or per env-server worker) and tags each rollout's connection with the
 rollout's state channel. Its tools are an MCP env's own tools (name, description,
 input schema), or for any other env one tool, `act`, whose parameters are the action
 schema, as the rollout's user simulator left them on the state after reset. Each call
-is forwarded to that simulator, which owns the env session as in text mode and steps
-it once (`openenv_v1.tool_desk` says how, and why a redelivered call is safe); its
+is forwarded (one HTTP request over loopback) to that simulator, which owns the env
+session as in text mode and steps it once (`openenv_v1.tool_desk` says how, and why a redelivered call is safe); its
 answer comes back as the tool message.
 
 A toolset's tools are normally its decorated methods, fixed by the class. These are
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.tool_desk import OPENENV_CALL, error_result, tool_result
+from openenv_v1.tool_desk import error_result, tool_result
 from openenv_v1.user import OpenEnvState
 
 if TYPE_CHECKING:
+    import httpx
     from mcp.types import CallToolResult
     from mcp.types import Tool as MCPTool
 
@@ -40,6 +41,15 @@ class OpenEnvToolsConfig(vf.SharedToolsetConfig):
 
 class OpenEnvTools(vf.Toolset[OpenEnvToolsConfig, OpenEnvState]):
     TOOL_PREFIX = None  # the model sees the env's own tool names
+
+    async def setup(self) -> None:
+        import httpx
+
+        # No read limit of its own: the episode bounds the step (`step_timeout_s`).
+        timeout = httpx.Timeout(None, connect=5)
+        self._desks = await self._exit_stack.enter_async_context(
+            httpx.AsyncClient(timeout=timeout)
+        )
 
     def _register(self, mcp: Any) -> None:
         register_tools(
@@ -63,21 +73,20 @@ class OpenEnvTools(vf.Toolset[OpenEnvToolsConfig, OpenEnvState]):
         if not state.tool_desk:
             reason = state.error or "no env session for this rollout"
             return error_result(f"The environment failed: {reason}")
-        return tool_result(await call_desk(state.tool_desk, name, arguments))
+        return tool_result(
+            await call_desk(self._desks, state.tool_desk, name, arguments)
+        )
 
 
-async def call_desk(url: str, name: str, arguments: dict[str, Any]) -> str:
-    """Forward one call to the simulator's `openenv_call`, on a fresh MCP session per
-    attempt (as verifiers drives a simulator's `respond`); its text answer."""
+async def call_desk(
+    client: httpx.AsyncClient, url: str, name: str, arguments: dict[str, Any]
+) -> str:
+    """Forward one call to the simulator's desk at `url`; its answer. A request that
+    failed on the way is sent again (the desk steps a repeated call only once)."""
     import httpx
-    from mcp import ClientSession
-    from mcp.client.streamable_http import (
-        create_mcp_http_client,
-        streamable_http_client,
-    )
     from tenacity import (
         AsyncRetrying,
-        retry_if_not_exception_type,
+        retry_if_exception_type,
         stop_after_attempt,
         wait_exponential_jitter,
     )
@@ -85,30 +94,16 @@ async def call_desk(url: str, name: str, arguments: dict[str, Any]) -> str:
     async for attempt in AsyncRetrying(
         stop=stop_after_attempt(DESK_ATTEMPTS),
         wait=wait_exponential_jitter(initial=0.2, max=5),
-        retry=retry_if_not_exception_type(DeskError),
+        retry=retry_if_exception_type(httpx.TransportError),
         reraise=True,
     ):
         with attempt:
-            # No read limit of its own: the episode bounds the step (`step_timeout_s`).
-            client = create_mcp_http_client(timeout=httpx.Timeout(None, connect=5))
-            async with (
-                client,
-                streamable_http_client(url, http_client=client) as (read, write, _),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                result = await session.call_tool(
-                    OPENENV_CALL, {"name": name, "arguments": arguments}
-                )
-            texts = [block.text for block in result.content if block.type == "text"]
-            if result.isError:
-                raise DeskError(f"{OPENENV_CALL} failed: {' '.join(texts)}")
-            return "\n".join(texts)
+            response = await client.post(
+                url, json={"name": name, "arguments": arguments}
+            )
+            response.raise_for_status()
+            return response.text
     raise AssertionError("unreachable")
-
-
-class DeskError(RuntimeError):
-    """The simulator answered a forwarded call with an error of its own."""
 
 
 def register_tools(

@@ -55,7 +55,7 @@ def test_an_mcp_envs_tools_are_listed_as_its_own(counter_url, tmp_path):
         assert add.inputSchema["required"] == ["n"]
         # The simulator left them, and its own address, on the state before serving.
         assert [t["name"] for t in chan.state.tools] == ["add", "peek", "submit"]
-        assert chan.state.tool_desk == user_url
+        assert chan.state.tool_desk == user_url.replace("/mcp", "/openenv/call")
         assert opening_text(user_url).startswith("counter starts at 1")
 
 

@@ -62,10 +62,8 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
     ],
 )
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
-    """With native tool calling the env session (and a per-rollout server) belongs to
-    the rollout's tool server (`openenv_v1.tools`) instead of its user simulator.
-    verifiers starts the tool server first, so once both user simulators serve, both
-    tool servers do too."""
+    """With native tool calling the eval also runs its one tool server
+    (`openenv_v1.tools`), which must go too."""
     assert wordle_uv_servers() == []
     modes = ["--taskset.tool-calls", "native", *null_harness_flags()[2:]]
     # A slow policy keeps the episodes in flight while the eval is signalled.
@@ -94,8 +92,8 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
                 180,
             )
             assert eval_proc.poll() is None, "eval ended before the envs were up"
-            owners = tool_servers if native else user_simulators
-            assert wait_until(lambda: len(owners()) >= 2, 60)
+            assert wait_until(lambda: len(user_simulators()) >= 2, 60)
+            assert len(tool_servers()) == (1 if native else 0)
             # Both episodes have reached the model, so both user simulators serve.
             # (verifiers asks for their parent-death signal only once a user
             # simulator serves: one still importing when the eval is SIGKILLed
