@@ -73,8 +73,8 @@ class OpenEnvState(vf.State):
     """Native tool calling: the model's tools (`name`, `description`,
     `input_schema`), left by the simulator after reset (None in text mode)."""
     tool_desk: str | None = None
-    """Native tool calling: the simulator's MCP address, where the eval's tool server
-    forwards the calls."""
+    """Native tool calling: the simulator's desk (`/openenv/call` on its own server),
+    where the eval's tool server forwards the calls."""
     turn: int = 0
     """Native tool calling: model turns so far, stamped before each model call (the
     simulator tells a retried call from a new one by it)."""
@@ -117,8 +117,12 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             logger.exception("OpenEnv setup failed")
             self._failure = f"{target.label}: setup failed: {describe(e)}"
         if task.tool_calls == "native" and self._episode is not None:
-            self._desk = ToolDesk(self._episode)
-            await self._publish_tools(self._episode)
+            try:
+                await self._publish_tools(self._episode)
+                self._desk = ToolDesk(self._episode)
+            except Exception as e:
+                logger.exception("publishing the tools failed")
+                self._failure = f"{target.label}: publishing the tools: {describe(e)}"
 
     async def _publish_tools(self, episode: EnvEpisode) -> None:
         """Leave the model's tools and this server's address on the rollout state,
