@@ -144,6 +144,18 @@ def test_mistakes_are_tool_errors_counted_until_the_episode_ends(counter_url, tm
         assert (chan.state.steps, chan.state.invalid_actions) == (1, 3)
 
 
+def native_eval(policy: str, cwd, *flags: str) -> list[dict]:
+    """A native `eval` of the counter or Wordle env with the null harness; its traces
+    (the eval must exit 0)."""
+    proc, traces = run_eval(
+        [*flags, "--taskset.tool-calls", "native", *null_harness_flags()]
+        + model_flags(policy),
+        cwd,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return traces
+
+
 COUNTER_SCRIPT = [
     '{"tool_name": "add", "arguments": {"n": 2}}',
     '{"tool_name": "peek"}',
@@ -195,19 +207,8 @@ def test_wordle_plays_through_its_act_tool_on_a_shared_server(tmp_path):
     assert wordle_uv_servers() == []
     record = tmp_path / "requests.jsonl"
     with policy_server("solver", record=record) as policy:
-        proc, traces = run_eval(
-            [
-                *wordle_uv_flags('[{"seed": 4}, {"seed": 5}]'),
-                "--taskset.tool-calls",
-                "native",
-                "-c",
-                "2",
-                *null_harness_flags(),
-                *model_flags(policy),
-            ],
-            tmp_path,
-        )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+        resets = '[{"seed": 4}, {"seed": 5}]'
+        traces = native_eval(policy, tmp_path, *wordle_uv_flags(resets), "-c", "2")
     assert len(traces) == 2
     for trace in traces:
         assert trace["errors"] == [], trace["errors"]
@@ -229,20 +230,8 @@ def test_replies_without_a_tool_call_get_a_reminder_and_end_cleanly(
 ):
     record = tmp_path / "requests.jsonl"
     with policy_server("free-text", record=record) as policy:
-        proc, traces = run_eval(
-            [
-                "openenv-v1",
-                "--taskset.base-url",
-                counter_url,
-                "--taskset.tool-calls",
-                "native",
-                *null_harness_flags(),
-                *model_flags(policy),
-            ],
-            tmp_path,
-        )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (trace,) = traces
+        flags = ("openenv-v1", "--taskset.base-url", counter_url)
+        (trace,) = native_eval(policy, tmp_path, *flags)
     assert trace["errors"] == []
     assert trace["stop_condition"] == "openenv_invalid_actions"
     assert trace["metrics"]["openenv_invalid_action_count"] == 3
@@ -255,20 +244,9 @@ def test_an_env_failure_ends_the_rollout_fast_with_the_cause(tmp_path):
     closed = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
     with policy_server("solver") as policy:
-        proc, traces = run_eval(
-            [
-                "openenv-v1",
-                "--taskset.base-url",
-                closed,
-                "--taskset.tool-calls",
-                "native",
-                *null_harness_flags(),
-                *model_flags(policy),
-            ],
-            tmp_path,
+        (trace,) = native_eval(
+            policy, tmp_path, "openenv-v1", "--taskset.base-url", closed
         )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (trace,) = traces
     (error,) = trace["errors"]
     assert error["type"] == "UserError"
     assert closed in error["message"] and "ECONNREFUSED" in error["message"]
@@ -279,23 +257,13 @@ def test_native_calls_run_through_the_env_server_workers(counter_url, tmp_path):
     """`eval --server`: rollouts run in verifiers' env-server workers (the path
     prime-rl trains through), each worker with its own tool server."""
     with policy_server("script", script=COUNTER_SCRIPT) as policy:
-        proc, traces = run_eval(
-            [
-                "openenv-v1",
-                "--taskset.base-url",
-                counter_url,
-                "--taskset.resets",
-                '[{"start": 1}, {"start": 1}]',
-                "--taskset.tool-calls",
-                "native",
-                "--server",
-                "--no-rich",
-                *null_harness_flags(),
-                *model_flags(policy),
-            ],
+        traces = native_eval(
+            policy,
             tmp_path,
+            *("openenv-v1", "--taskset.base-url", counter_url),
+            *("--taskset.resets", '[{"start": 1}, {"start": 1}]'),
+            *("--server", "--no-rich"),
         )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(traces) == 2
     for trace in traces:
         assert trace["errors"] == [], trace["errors"]
