@@ -125,14 +125,23 @@ def tree_rss_mb(root: int) -> float:
     return total / 1e6
 
 
-def env_server_pids() -> set[int]:
-    """Live processes serving the local Wordle env (uv runs and uvicorns)."""
+def env_server_pids(workdir: Path) -> set[int]:
+    """Live processes serving this checkout's local Wordle env (uv runs and uvicorns)
+    that this benchmark's evals started: named by their command line, or running in
+    the env's folder or the eval's working directory (other checkouts' servers on
+    the machine are not counted)."""
     pids = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
                 cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if WORDLE_APP in cmd and "uvicorn" in cmd:
+                if WORDLE_APP not in cmd or "uvicorn" not in cmd:
+                    continue
+                cwd = os.readlink(entry / "cwd")
+                ours = str(WORDLE_PROJECT) in cmd or cwd.startswith(
+                    (str(WORDLE_PROJECT), str(workdir))
+                )
+                if ours:
                     pids.add(int(entry.name))
     return pids
 
@@ -148,7 +157,7 @@ def run_eval(
     if config is not None:
         (workdir / "config.toml").write_text(config)
         args = ["@", str(workdir / "config.toml"), *args]
-    before = env_server_pids()
+    before = env_server_pids(workdir)
     started = time.monotonic()
     proc = subprocess.Popen(
         [*(command or [str(BIN / "eval")]), *args, "--no-push", "--no-rich"],
@@ -163,7 +172,7 @@ def run_eval(
         time.sleep(0.25)
     wall = time.monotonic() - started
     time.sleep(5)
-    leftovers = env_server_pids() - before
+    leftovers = env_server_pids(workdir) - before
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
