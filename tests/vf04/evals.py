@@ -4,7 +4,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.servers import BIN, eval_environ
+from tests.servers import BIN, WORDLE_APP, WORDLE_PROJECT, eval_environ
 
 
 def vf_eval_command(args: list[str]) -> list[str]:
@@ -36,3 +36,17 @@ def read_episodes(cwd: Path) -> list[dict]:
 
 def traces_of(episodes: list[dict]) -> list[dict]:
     return [trace for episode in episodes for trace in episode["traces"]]
+
+
+def wordle_uv_flags(resets: str, app: str = WORDLE_APP) -> list[str]:
+    """Flags launching the local Wordle project with UV, one task per reset."""
+    kwargs = f'{{"project_path": "{WORDLE_PROJECT}", "app": "{app}"}}'
+    return [
+        "openenv-v1",
+        "--env.taskset.env",
+        "local/wordle",
+        "--env.taskset.provider-kwargs",
+        kwargs,
+        "--env.taskset.resets",
+        resets,
+    ]

@@ -13,8 +13,6 @@ import pytest
 
 from tests.servers import (
     ROOT,
-    WORDLE_APP,
-    WORDLE_PROJECT,
     eval_environ,
     free_port,
     model_flags,
@@ -24,21 +22,13 @@ from tests.servers import (
     wordle_uvicorns,
 )
 from tests.test_faults import faulty_server, move
-from tests.vf04.evals import read_episodes, run_vf_eval, traces_of, vf_eval_command
-
-
-def wordle_uv_flags(resets: str, app: str = WORDLE_APP) -> list[str]:
-    """Flags launching the local Wordle project with UV, one task per reset."""
-    kwargs = f'{{"project_path": "{WORDLE_PROJECT}", "app": "{app}"}}'
-    return [
-        "openenv-v1",
-        "--env.taskset.env",
-        "local/wordle",
-        "--env.taskset.provider-kwargs",
-        kwargs,
-        "--env.taskset.resets",
-        resets,
-    ]
+from tests.vf04.evals import (
+    read_episodes,
+    run_vf_eval,
+    traces_of,
+    vf_eval_command,
+    wordle_uv_flags,
+)
 
 
 def assert_all_done(proc, episodes, count):
