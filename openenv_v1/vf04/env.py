@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import verifiers.v1 as vf
 
-from openenv_v1.core import EnvFailure, EpisodeReport, open_episode
+from openenv_v1.core import EnvEpisode, EnvFailure, EpisodeReport, open_episode
 from openenv_v1.core.errors import describe
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.core.turns import Turn
@@ -104,7 +104,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                     raise OpenEnvError(report.error)
 
     async def _play(
-        self, interaction: vf.Interaction, episode: Any, turn: Turn
+        self, interaction: vf.Interaction, episode: EnvEpisode, turn: Turn
     ) -> None:
         """Alternate turns and steps until the env is done, the invalid actions run
         out, the player's run ends, or the env fails."""

@@ -237,8 +237,12 @@ def test_server_killed_mid_step_keeps_reward_and_steps_on_the_trace(tmp_path):
     assert elapsed < 120
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-rollout"])
-def test_sigkilled_eval_leaves_no_env_server(tmp_path, shared):
+@pytest.mark.parametrize(
+    ("sig", "shared"),
+    [(signal.SIGKILL, True), (signal.SIGKILL, False), (signal.SIGTERM, True)],
+    ids=["sigkill-shared", "sigkill-per-rollout", "sigterm-shared"],
+)
+def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
     assert wordle_uv_servers() == []
     # A slow policy keeps the episodes in flight while the eval is killed.
     record = tmp_path / "requests.jsonl"
@@ -271,7 +275,12 @@ def test_sigkilled_eval_leaves_no_env_server(tmp_path, shared):
             # Both episodes have reached the model.
             assert wait_until(lambda: len(recorded_requests(record)) >= 2, 120)
         finally:
-            eval_proc.send_signal(signal.SIGKILL)
-            eval_proc.wait(30)
+            eval_proc.send_signal(sig)
+            try:
+                eval_proc.wait(30)
+            except subprocess.TimeoutExpired:
+                eval_proc.kill()
+                raise
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
-    assert read_episodes(tmp_path) == []
+    if sig == signal.SIGKILL:
+        assert read_episodes(tmp_path) == []
