@@ -67,6 +67,8 @@ class Figures:
     user_chars: float
     prompt_chars: float
     peak_mb: float
+    error_kinds: tuple[str, ...] = ()
+    """Distinct error messages (their first 160 characters)."""
     leftovers: int = 0
     """Env server processes still alive 5 s after the eval ended (then killed)."""
 
@@ -209,6 +211,15 @@ def run_eval(
         prompt_chars=statistics.mean(prompt_chars),
         peak_mb=peak,
         leftovers=len(leftovers),
+        error_kinds=tuple(
+            sorted(
+                {
+                    e["message"][:160]
+                    for r in [*records, *traces]
+                    for e in r.get("errors") or []
+                }
+            )
+        ),
     )
 
 
@@ -402,6 +413,9 @@ def main() -> None:
             f"{f.prompt_chars:>14.0f}{f.peak_mb:>9.0f}{f.errors:>4}/{f.rollouts}"
             f"{f.leftovers:>6}"
         )
+    for f in figures:
+        for message in f.error_kinds:
+            print(f"  {f.name} error: {message}")
     by_name = {f.name: f for f in figures}
     if {"ours", "upstream"} <= by_name.keys():
         ours, upstream = by_name["ours"], by_name["upstream"]
