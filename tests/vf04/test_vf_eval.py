@@ -284,3 +284,34 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
     if sig == signal.SIGKILL:
         assert read_episodes(tmp_path) == []
+
+
+def test_docker_without_a_daemon_fails_fast_naming_docker(tmp_path):
+    # The env runs in the eval process, so Docker is this host's; here there is
+    # no daemon (or no `docker` at all).
+    started = time.monotonic()
+    proc, episodes = run_vf_eval(
+        ["openenv-v1", "--env.taskset.env", "openenv/wordle"]
+        + ["--env.taskset.use-docker", "true", *model_flags("http://127.0.0.1:9/v1")],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (episode,) = episodes
+    (error,) = episode["errors"]
+    assert error["type"] == "OpenEnvError"
+    assert "with the Docker provider" in error["message"]
+    assert "Docker" in error["message"].split("Docker provider", 1)[1]
+    assert time.monotonic() - started < 60
+
+
+def test_docker_with_a_base_url_is_refused_naming_the_flags(tmp_path):
+    proc, episodes = run_vf_eval(
+        ["openenv-v1", "--env.taskset.base-url", "http://127.0.0.1:9"]
+        + ["--env.taskset.use-docker", "true", "-m", "m"],
+        tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and episodes == []
+    said = proc.stderr + proc.stdout
+    assert "drop --env.taskset.use-docker" in said
+    assert "drop --env.taskset.base-url" in said
