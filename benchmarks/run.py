@@ -1,4 +1,4 @@
-"""Benchmark: the same Wordle workload four ways, in one run, side by side.
+"""Benchmark: the same Wordle workload six ways, in one run, side by side.
 
     uv run python benchmarks/run.py [--episodes 6] [--concurrency 6]
 
@@ -8,13 +8,27 @@
 - `native`: `ours` with `--taskset.tool-calls native` (the policy calls the `act`
   tool; the eval's one tool server forwards each call to the user simulator);
 - `floor`: `openenv-v1-floor` (benchmarks/openenv_v1_floor.py), a user simulator with
-  no environment at all: what verifiers alone costs per rollout.
+  no environment at all: what verifiers alone costs per rollout;
+- `vf04`: `openenv-v1` on verifiers 0.4 (`vf-eval`, flags only, shared UV-launched
+  servers, the package's in-process chat harness), and
+- `vf04-builtin`: verifiers 0.4's built-in `openenv` taskset (a UV launch per rollout,
+  the `null` chat harness on the local runtime). It fails on openenv-core 0.3.0 (it
+  reads `client._base_url`), so it runs with `benchmarks/vf04_builtin_shim`; its chat
+  program streams, so its policy is `benchmarks/streaming_policy.py` (the same
+  replies).
 
-All use the same local scripted policy, episodes, seeds and concurrency. For each
-it prints the eval's wall time, mean per-rollout setup (verifiers' `timing.setup`),
-characters per episode (user turns, and everything the model was sent over all its
-calls), generation time per env step (verifiers' `timing.generation` over the
-episode's steps: model calls, user turns, tool calls), the peak memory of the eval's whole process tree, and the ratios. Then the
+The first four run in this (verifiers 0.2) environment; the two 0.4 legs in a
+second environment of this project, synced once from the same `uv.lock` with
+`--extra vf04` (`--vf04-venv`, outside the timing).
+
+All use the same local scripted policy, episodes, seeds and concurrency. For each it
+prints the eval's wall time, mean per-rollout setup (verifiers' `timing.setup`; on
+0.4 the env's launch happens in its `run()`, outside it), characters per episode (user
+turns, and everything the model was sent over all its calls), the peak memory of the
+eval's whole process tree, env server processes left 5 s after the eval (`left`, then
+killed), and generation time per env step
+(verifiers' `timing.generation` over the episode's steps: model calls, user turns,
+tool calls), and the ratios. Then the
 per-step cost of our user (`EnvEpisode.act`: parse, validate, step, render) against a
 raw `GenericEnvClient.step` on one directly served Wordle server.
 """
@@ -60,6 +74,10 @@ class Figures:
     prompt_chars: float
     peak_mb: float
     step_ms: float
+    error_kinds: tuple[str, ...] = ()
+    """Distinct error messages (their first 160 characters)."""
+    leftovers: int = 0
+    """Env server processes still alive 5 s after the eval ended (then killed)."""
 
 
 def free_port() -> int:
@@ -116,16 +134,42 @@ def tree_rss_mb(root: int) -> float:
     return total / 1e6
 
 
+def env_server_pids(workdir: Path) -> set[int]:
+    """Live processes serving this checkout's local Wordle env (uv runs and uvicorns)
+    that this benchmark's evals started: named by their command line, or running in
+    the env's folder or the eval's working directory (other checkouts' servers on
+    the machine are not counted)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if WORDLE_APP not in cmd or "uvicorn" not in cmd:
+                    continue
+                cwd = os.readlink(entry / "cwd")
+                ours = str(WORDLE_PROJECT) in cmd or cwd.startswith(
+                    (str(WORDLE_PROJECT), str(workdir))
+                )
+                if ours:
+                    pids.add(int(entry.name))
+    return pids
+
+
 def run_eval(
-    name: str, args: list[str], env: dict[str, str], config: str | None
+    name: str,
+    args: list[str],
+    env: dict[str, str],
+    config: str | None,
+    command: list[str] | None = None,
 ) -> Figures:
     workdir = Path(tempfile.mkdtemp(prefix=f"openenv-bench-{name}-"))
     if config is not None:
         (workdir / "config.toml").write_text(config)
         args = ["@", str(workdir / "config.toml"), *args]
+    before = env_server_pids(workdir)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [str(BIN / "eval"), *args, "--no-push", "--no-rich"],
+        [*(command or [str(BIN / "eval")]), *args, "--no-push", "--no-rich"],
         cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -136,24 +180,37 @@ def run_eval(
         peak = max(peak, tree_rss_mb(proc.pid))
         time.sleep(0.25)
     wall = time.monotonic() - started
-    traces = [
+    time.sleep(5)
+    leftovers = env_server_pids(workdir) - before
+    for pid in leftovers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    records = [
         json.loads(line)
-        for path in workdir.glob("outputs/*/*/traces.jsonl")
+        for path in [
+            *workdir.glob("outputs/*/*/traces.jsonl"),  # verifiers 0.2: one per trace
+            *workdir.glob("outputs/*/traces.jsonl"),  # 0.4: one per episode
+        ]
         for line in path.read_text().splitlines()
         if line
     ]
+    traces = [t for r in records for t in r.get("traces", [r])]
+    episode_errors = sum(1 for r in records if "traces" in r and r["errors"])
     if proc.returncode != 0 or not traces:
         tail = (workdir / "stderr.txt").read_text()[-2000:]
         raise SystemExit(f"{name}: eval failed ({proc.returncode}):\n{tail}")
     setups = [
-        t["timing"]["setup"]["end"] - t["timing"]["setup"]["start"] for t in traces
-    ]
+        t["timing"]["setup"]["end"] - t["timing"]["setup"]["start"]
+        for t in traces
+        if t["timing"].get("setup", {}).get("end")
+    ] or [0.0]
     step_ms = [
         1e3
         * (t["timing"]["generation"]["end"] - t["timing"]["generation"]["start"])
         / max(1, (t.get("metrics") or {}).get("openenv_steps") or 1)
         for t in traces
-    ]
+        if t["timing"].get("generation", {}).get("end")
+    ] or [0.0]
     user_chars, prompt_chars = zip(
         *(conversation_chars(t) for t in traces), strict=True
     )
@@ -161,13 +218,23 @@ def run_eval(
     return Figures(
         name=name,
         wall_s=wall,
-        rollouts=len(traces),
-        errors=sum(1 for t in traces if t.get("errors")),
+        rollouts=max(len(traces), len(records)),
+        errors=sum(1 for t in traces if t.get("errors")) + episode_errors,
         setup_s=statistics.mean(setups),
         user_chars=statistics.mean(user_chars),
         prompt_chars=statistics.mean(prompt_chars),
         peak_mb=peak,
         step_ms=statistics.mean(step_ms),
+        leftovers=len(leftovers),
+        error_kinds=tuple(
+            sorted(
+                {
+                    e["message"][:160]
+                    for r in [*records, *traces]
+                    for e in r.get("errors") or []
+                }
+            )
+        ),
     )
 
 
@@ -186,7 +253,9 @@ def conversation_chars(trace: dict) -> tuple[int, int]:
     return user, prompt
 
 
-def workloads(episodes: int, concurrency: int, policy: str) -> list[tuple]:
+def workloads(
+    episodes: int, concurrency: int, policy: str, streaming_policy: str
+) -> list[tuple]:
     """(name, eval args, environment, config file text or None) per variant. The env
     tasksets get their settings from a config file: the upstream config cannot be
     built from flags (it requires `env` while verifiers builds it from its id)."""
@@ -206,12 +275,46 @@ def workloads(episodes: int, concurrency: int, policy: str) -> list[tuple]:
     floor_env = {**base, "PYTHONPATH": str(ROOT / "benchmarks")}
     native = [*common, "--taskset.tool-calls", "native"]
     native += ["--harness.env", json.dumps(null_harness_env())]
+    # verifiers 0.4: the same flags, minus the 0.2 harness flag. Ours needs no config
+    # file (its config is valid from the id alone) and no harness flag.
+    common04 = common[: common.index("--harness.id")]
+    kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
+    resets_json = json.dumps([{"seed": i} for i in range(episodes)])
+    ours04 = ["openenv-v1", "--env.taskset.env", "local/wordle"]
+    ours04 += ["--env.taskset.provider-kwargs", kwargs]
+    ours04 += ["--env.taskset.resets", resets_json, *common04]
+    # Its `null` harness streams: the same policy behind `streaming_policy.py`.
+    builtin04 = [streaming_policy if a == policy else a for a in common04]
+    builtin04 += ["--env.player.harness.id", "null"]
+    builtin04 += ["--env.player.runtime.type", "subprocess"]
+    builtin_config = (
+        f'[env.taskset]\nid = "openenv"\nenv = "local/wordle"\n'
+        f"resets = [{resets}]\n\n[env.taskset.provider_kwargs]\n"
+        f'project_path = "{WORDLE_PROJECT}"\napp = "{WORDLE_APP}"\n'
+    )
+    shim_env = {**base, "PYTHONPATH": str(ROOT / "benchmarks" / "vf04_builtin_shim")}
     return [
         ("upstream", common, base, env_config("openenv")),
         ("ours", common, base, env_config("openenv-v1")),
         ("native", native, base, env_config("openenv-v1")),
         ("floor", ["openenv-v1-floor", *common], floor_env, None),
+        ("vf04", ours04, base, None, "vf04"),
+        ("vf04-builtin", builtin04, shim_env, builtin_config, "vf04"),
     ]
+
+
+def vf04_environment(venv: Path) -> Path:
+    """This project's verifiers 0.4 environment at `venv`, synced from `uv.lock`
+    (`--extra vf04`); returns its `vf-eval`."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+    subprocess.run(
+        ["uv", "sync", "--locked", "--extra", "vf04", "--no-group", "vf02", "-q"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    return venv / "bin" / "vf-eval"
 
 
 async def step_overhead(url: str, episodes: int) -> tuple[float, float, float]:
@@ -275,8 +378,16 @@ def main() -> None:
     parser.add_argument("--step-episodes", type=int, default=40)
     parser.add_argument(
         "--only",
-        default="upstream,ours,native,floor",
+        default="upstream,ours,native,floor,vf04,vf04-builtin",
         help="comma-separated variants",
+    )
+    parser.add_argument(
+        "--vf04-venv",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "openenv-v1"
+        / "venv-vf04",
+        help="where the verifiers 0.4 environment of the vf04 legs is synced",
     )
     args = parser.parse_args()
     wanted = set(args.only.split(","))
@@ -290,23 +401,39 @@ def main() -> None:
     policy_cmd = [sys.executable, "-m", "openenv_v1.local_policy", "--mode", "solver"]
     policy = f"http://127.0.0.1:{port}/v1"
     figures: list[Figures] = []
-    with served([*policy_cmd, "--port", str(port)], f"{policy}/models"):
-        for name, *workload in workloads(args.episodes, args.concurrency, policy):
+    commands: dict[str, list[str]] = {}
+    if wanted & {"vf04", "vf04-builtin"}:
+        print(f"syncing the verifiers 0.4 environment at {args.vf04_venv} ...")
+        commands["vf04"] = [str(vf04_environment(args.vf04_venv))]
+    stream_port = free_port()
+    streaming = f"http://127.0.0.1:{stream_port}/v1"
+    stream_cmd = [sys.executable, str(ROOT / "benchmarks" / "streaming_policy.py")]
+    with (
+        served([*policy_cmd, "--port", str(port)], f"{policy}/models"),
+        served([*stream_cmd, "--port", str(stream_port)], f"{streaming}/models"),
+    ):
+        for name, eval_args, env, config, *line in workloads(
+            args.episodes, args.concurrency, policy, streaming
+        ):
             if name in wanted:
                 print(f"running {name} ...", flush=True)
-                figures.append(run_eval(name, *workload))
+                command = commands[line[0]] if line else None
+                figures.append(run_eval(name, eval_args, env, config, command))
 
     header = (
-        f"{'variant':<10}{'wall s':>8}{'setup s':>9}{'user chars':>12}"
-        f"{'prompt chars':>14}{'ms/step':>9}{'peak MB':>9}{'errors':>8}"
+        f"{'variant':<13}{'wall s':>8}{'setup s':>9}{'user chars':>12}"
+        f"{'prompt chars':>14}{'ms/step':>9}{'peak MB':>9}{'errors':>8}{'left':>6}"
     )
     print("\n" + header)
     for f in figures:
         print(
-            f"{f.name:<10}{f.wall_s:>8.1f}{f.setup_s:>9.1f}{f.user_chars:>12.0f}"
+            f"{f.name:<13}{f.wall_s:>8.1f}{f.setup_s:>9.1f}{f.user_chars:>12.0f}"
             f"{f.prompt_chars:>14.0f}{f.step_ms:>9.0f}{f.peak_mb:>9.0f}"
-            f"{f.errors:>4}/{f.rollouts}"
+            f"{f.errors:>4}/{f.rollouts}{f.leftovers:>6}"
         )
+    for f in figures:
+        for message in f.error_kinds:
+            print(f"  {f.name} error: {message}")
     by_name = {f.name: f for f in figures}
     if {"ours", "upstream"} <= by_name.keys():
         ours, upstream = by_name["ours"], by_name["upstream"]
@@ -320,6 +447,12 @@ def main() -> None:
         print(f"native / ours wall:     {ratio(native.wall_s, ours.wall_s)}")
         print(f"native / ours per step: {ratio(native.step_ms, ours.step_ms)}")
         print(f"native / ours setup:    {ratio(native.setup_s, ours.setup_s)}")
+    if {"ours", "vf04"} <= by_name.keys():
+        ours, vf04 = by_name["ours"], by_name["vf04"]
+        print(f"vf04 / ours (0.2) wall:  {ratio(vf04.wall_s, ours.wall_s)}")
+    if {"vf04", "vf04-builtin"} <= by_name.keys():
+        vf04, builtin = by_name["vf04"], by_name["vf04-builtin"]
+        print(f"vf04-builtin / vf04 wall: {ratio(builtin.wall_s, vf04.wall_s)}")
     if {"ours", "floor"} <= by_name.keys():
         print(
             f"ours / floor wall:      {ratio(by_name['ours'].wall_s, by_name['floor'].wall_s)}"

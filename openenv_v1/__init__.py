@@ -7,6 +7,11 @@ Subclass `OpenEnvConfig` to pin an env and its launch defaults (see
 `openenv_wordle_v1`). The OpenEnv-facing machinery lives in `openenv_v1.core`, which
 does not need verifiers; the names below are imported on first use, so `openenv_v1.core`
 (and the `openenv-v1` command) stay quick to load.
+
+On verifiers 0.4 (`uv sync --extra vf04`) the same names come from
+`openenv_v1.vf04`, plus its `OpenEnvEnv` and `OpenEnvChatHarness`:
+
+    uv run vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000 -m <model>
 """
 
 from __future__ import annotations
@@ -40,6 +45,35 @@ __all__ = [
     "OpenEnvUser",
     "OpenEnvUserConfig",
 ]
+
+
+def verifiers_line() -> str:
+    """`vf04` when verifiers >= 0.3 is installed, else `vf02`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(p) for p in version("verifiers").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return "vf02"
+    return "vf04" if (major, minor) >= (0, 3) else "vf02"
+
+
+if verifiers_line() == "vf04":
+    # verifiers 0.4 resolves the id to this module and takes the one Taskset, Env
+    # and Harness subclass that `__all__` exports.
+    _HOMES = {
+        name: "openenv_v1.vf04"
+        for name in [
+            "OpenEnvChatHarness",
+            "OpenEnvConfig",
+            "OpenEnvData",
+            "OpenEnvEnv",
+            "OpenEnvEnvConfig",
+            "OpenEnvTask",
+            "OpenEnvTaskset",
+        ]
+    }
+    __all__ = list(_HOMES)
 
 
 def __getattr__(name: str) -> Any:

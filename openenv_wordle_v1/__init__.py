@@ -1,39 +1,12 @@
-"""Wordle (`openenv/wordle`) as a verifiers taskset: the thin-wrapper pattern.
+"""Wordle (`openenv/wordle`) as a verifiers taskset, for the installed verifiers
+line: `vf02.py` (verifiers 0.2, `eval openenv-wordle-v1`) or `vf04.py` (verifiers
+0.4, `vf-eval openenv-wordle-v1`)."""
 
-    uv run eval openenv-wordle-v1 -m <model> ...
-    uv run eval openenv-wordle-v1 --taskset.base-url http://127.0.0.1:8000 ...
+from openenv_v1 import verifiers_line
 
-Copy this for another env: subclass `OpenEnvConfig`, pin `env`, default what its
-launch needs (here the Space's non-default ASGI app), and point a taskset at it.
-"""
-
-from typing import Any, Self
-
-import verifiers.v1 as vf
-from pydantic import model_validator
-
-from openenv_v1 import OpenEnvConfig, OpenEnvTask, OpenEnvTaskset
-
-WORDLE_APP = "textarena_env.server.app:app"
-
-
-class OpenEnvWordleConfig(OpenEnvConfig):
-    env: str | None = "openenv/wordle"
-    """The Wordle Space, launched with UV unless `base_url` is set."""
-    resets: list[dict[str, Any]] = [{"seed": seed} for seed in range(5)]
-    """Five games; the Space itself ignores seeds."""
-
-    @model_validator(mode="after")
-    def _default_app(self) -> Self:
-        # Only a default: an `app` the user set (e.g. for a local checkout) stays.
-        self.task.user.provider_kwargs.setdefault("app", WORDLE_APP)
-        return self
-
-
-class OpenEnvWordleTaskset(
-    OpenEnvTaskset, vf.Taskset[OpenEnvTask, OpenEnvWordleConfig]
-):
-    """`OpenEnvTaskset`, typed with the Wordle config so the CLI resolves it."""
-
-
-__all__ = ["OpenEnvWordleConfig", "OpenEnvWordleTaskset"]
+if verifiers_line() == "vf04":
+    from openenv_wordle_v1.vf04 import *  # noqa: F403
+    from openenv_wordle_v1.vf04 import WORDLE_APP, __all__
+else:
+    from openenv_wordle_v1.vf02 import *  # noqa: F403
+    from openenv_wordle_v1.vf02 import WORDLE_APP, __all__  # noqa: F401

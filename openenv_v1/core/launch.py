@@ -192,7 +192,6 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
     command, so only `tag`, `port` and `env_vars` of `provider_kwargs` apply."""
     with without_gradio():
         from openenv.core.containers.runtime.providers import LocalDockerProvider
-        from openenv.core.utils import hf_space_subdomain
 
     assert target.env is not None
     kwargs, start_args = _split_start_args(target, ("port", "env_vars"))
@@ -202,6 +201,8 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
             "Docker mode ignores provider_kwargs %s (the image runs its own command)",
             ", ".join(sorted(kwargs)),
         )
+    from openenv_v1.core.openenv_lines import hf_space_subdomain
+
     image = f"registry.hf.space/{hf_space_subdomain(target.env)}:{tag}"
     try:
         provider = await anyio.to_thread.run_sync(LocalDockerProvider)

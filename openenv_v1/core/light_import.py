@@ -35,7 +35,8 @@ def without_gradio() -> Iterator[None]:
 
 
 def generic_client_class() -> type:
-    """OpenEnv's `GenericEnvClient`, imported without gradio."""
-    with without_gradio():
-        from openenv import GenericEnvClient
+    """OpenEnv's `GenericEnvClient`, imported without gradio (with what the installed
+    OpenEnv line lacks added: see `openenv_lines`)."""
+    from openenv_v1.core.openenv_lines import GenericEnvClient
+
     return GenericEnvClient

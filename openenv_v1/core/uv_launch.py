@@ -46,16 +46,13 @@ import httpx
 
 from openenv_v1.core.env_project import AppChoice, EnvProject
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.light_import import without_gradio
+from openenv_v1.core.openenv_lines import (
+    GIT_URL_PREFIX,
+    UVProvider,
+    clone_git_project,
+    find_free_port,
+)
 from openenv_v1.core.process_group import die_with_owner, signal_group
-
-with without_gradio():
-    from openenv.core.containers.runtime.uv_provider import (
-        GIT_URL_PREFIX,
-        UVProvider,
-        _clone_git_project,
-        _find_free_port,
-    )
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +124,11 @@ class SupervisedUVProvider(UVProvider):
                 f"cannot launch with the UV provider: {e} "
                 "(install uv, or `uv sync` this project so its packaged uv is used)"
             ) from e
+        # openenv-core 0.3.0 resolves the path even for a `git+` URL (mangling it)
+        # and has no clone directory: set both as openenv 0.10 does.
+        if project_path.startswith(GIT_URL_PREFIX):
+            self.project_path = project_path
+        self._clone_dir: str | None = getattr(self, "_clone_dir", None)
         self.project: EnvProject | None = None
         self.app_choice: AppChoice | None = None
         self.failed_apps: list[tuple[AppChoice, str]] = []
@@ -188,7 +190,7 @@ class SupervisedUVProvider(UVProvider):
         env["PYTHONPATH"] = os.pathsep.join(
             [str(project.path), *filter(None, [env.get("PYTHONPATH")])]
         )
-        self._launch = (port or _find_free_port(), env, workers)
+        self._launch = (port or find_free_port(), env, workers)
         self._spawn(self._candidates[0])
         assert self._base_url is not None
         return self._base_url
@@ -197,7 +199,7 @@ class SupervisedUVProvider(UVProvider):
         if not self.project_path.startswith(GIT_URL_PREFIX):
             return self.project_path
         try:
-            self._clone_dir = _clone_git_project(
+            self._clone_dir = clone_git_project(
                 self.project_path, self.context_timeout_s
             )
         except RuntimeError as e:

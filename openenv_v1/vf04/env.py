@@ -1,0 +1,166 @@
+"""`OpenEnvEnv`: one OpenEnv episode per rollout, played in the eval process.
+
+verifiers 0.4 has no user simulator: an `Env` drives its agents. This one opens an
+episode with the core (`open_episode`: a shared server's session, a launch of its
+own, or a `base_url` connection), resets, and opens the conversation with the reset
+observation; then each of the player's replies becomes an action and a step, and the
+next observation the next user turn, until the env is `done`, the invalid actions
+run out, or the player stops. The shared servers of a UV launch are started in
+`start()` (once per eval or env-server process) and stopped in `stop()`.
+
+    async with agents.player.interaction(task) as interaction:
+        segment = await interaction.turn(opening)          # reset observation
+        turn = await episode.act(segment.last_reply)       # reply -> step
+
+The account (`openenv_reward` = summed step rewards, stop `openenv_done` or
+`openenv_invalid_actions`, the metrics, `info["openenv"]`) is written onto the trace
+on every path, so an env failure keeps what was earned; it then fails the rollout
+with an error naming the cause.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import anyio
+import verifiers.v1 as vf
+
+from openenv_v1.core import EnvEpisode, EnvFailure, EpisodeReport, open_episode
+from openenv_v1.core.errors import describe
+from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.turns import Turn
+from openenv_v1.logs import route_to_verifiers
+from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
+
+logger = logging.getLogger(__name__)
+
+STOP_DONE = "openenv_done"
+STOP_INVALID = "openenv_invalid_actions"
+
+
+class OpenEnvError(vf.EnvError):
+    """The environment failed (launch, connect, reset, a dropped session, a step
+    error or timeout); the message names the cause and what to change."""
+
+
+class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
+    def __init__(self, config: OpenEnvEnvConfig) -> None:
+        super().__init__(config)
+        taskset_config = self.taskset.config
+        assert isinstance(taskset_config, OpenEnvConfig)
+        self.openenv: OpenEnvConfig = taskset_config
+        self.pool: ServerPool | None = None
+        self._pool_url: str | None = None
+        route_to_verifiers()
+
+    async def start(self) -> None:
+        """Launch the shared env servers (UV), if rollouts share them."""
+        config = self.openenv
+        if config.shares_servers():
+            self.pool = ServerPool(
+                config.target(),
+                sessions_per_server=config.sessions_per_server,
+                max_servers=config.max_servers,
+                capacity_wait_s=config.capacity_wait_s,
+            )
+            # start() launches the first server from its own thread, which owns
+            # the servers' parent-death signal; it returns at once.
+            self._pool_url = self.pool.start()
+
+    async def stop(self) -> None:
+        """Stop the shared env servers (their whole process groups)."""
+        pool, self.pool, self._pool_url = self.pool, None, None
+        if pool is not None:
+            await anyio.to_thread.run_sync(pool.close)
+
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        config = self.openenv
+        data = task.data
+        target = config.target(pool_url=self._pool_url)
+        async with contextlib.AsyncExitStack() as stack:
+            # A failure before the first turn fails the episode at once, before any
+            # model call (there is nothing to keep yet).
+            try:
+                episode = await open_episode(
+                    target,
+                    config.limits(),
+                    stack,
+                    observation_format=config.observation_format,
+                    observation_images=config.observation_images,
+                    max_observation_chars=config.max_observation_chars,
+                )
+                turn = await episode.reset(data.reset)
+            except Exception as e:
+                raise OpenEnvError(_failure(target.label, e)) from None
+            report = episode.report
+            async with agents.player.interaction(task) as interaction:
+                try:
+                    await self._play(interaction, episode, turn)
+                finally:
+                    record(interaction.trace, report)
+                if report.error is not None:
+                    raise OpenEnvError(report.error)
+
+    async def _play(
+        self, interaction: vf.Interaction, episode: EnvEpisode, turn: Turn
+    ) -> None:
+        """Alternate turns and steps until the env is done, the invalid actions run
+        out, the player's run ends, or the env fails."""
+        report: EpisodeReport = episode.report
+        while not report.done:
+            segment = await interaction.turn(user_message(turn))
+            if segment.terminated:
+                return  # a turn limit or the player's own stop ended the run
+            # The seam for native tool calls (issue 12): the action is then read
+            # from the segment's tool call instead of its text.
+            turn = await episode.act(segment.last_reply)
+        if report.stop_reason == "invalid_actions":
+            # The model gets the last feedback turn only if it could act on it.
+            interaction.trace.stop(STOP_INVALID)
+        elif report.stop_reason == "done":
+            interaction.trace.stop(STOP_DONE)
+
+
+def _failure(label: str, e: Exception) -> str:
+    if isinstance(e, EnvFailure):
+        return str(e)
+    logger.exception("OpenEnv setup failed")
+    return f"{label}: setup failed: {describe(e)}"
+
+
+def record(trace: vf.Trace, report: EpisodeReport) -> None:
+    """The episode account onto the trace: reward, metrics and `info["openenv"]`."""
+    trace.record_reward("openenv_reward", report.reward)
+    trace.record_metric("openenv_steps", report.steps)
+    trace.record_metric("openenv_invalid_action_count", report.invalid_actions)
+    for name, value in report.signals.items():
+        trace.record_metric(f"openenv_signal_{name}", value)
+    account: dict[str, Any] = {
+        "reward": report.reward,
+        "steps": report.steps,
+        "invalid_actions": report.invalid_actions,
+        "stop_reason": report.stop_reason,
+    }
+    if report.signals:
+        account["signals"] = dict(report.signals)
+    if report.error is not None:
+        account["error"] = report.error
+    trace.info["openenv"] = account
+
+
+def user_message(turn: Turn) -> list[vf.UserMessage]:
+    """The turn as one user message: its text, then its images as data-URL image
+    parts."""
+    if not turn.images:
+        return [vf.UserMessage(content=turn.text)]
+    parts: list[vf.ContentPart] = [vf.TextContentPart(text=turn.text)]
+    parts += [
+        vf.ImageUrlContentPart(image_url=vf.ImageUrlSource(url=image.data_url()))
+        for image in turn.images
+    ]
+    return [vf.UserMessage(content=parts)]
+
+
+__all__ = ["OpenEnvEnv", "OpenEnvError"]

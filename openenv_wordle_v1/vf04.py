@@ -1,0 +1,52 @@
+"""Wordle (`openenv/wordle`) as a verifiers 0.4 taskset: the thin-wrapper pattern.
+
+    uv run vf-eval openenv-wordle-v1 -m <model> ...
+    uv run vf-eval openenv-wordle-v1 --env.taskset.base-url http://127.0.0.1:8000 ...
+
+Copy this for another env: subclass `OpenEnvConfig`, pin `env`, default what its
+launch needs (here the Space's non-default ASGI app), point a taskset at it, and
+export it beside the env and the chat harness (verifiers takes one of each from
+`__all__`).
+"""
+
+from typing import Any, Self
+
+import verifiers.v1 as vf
+from pydantic import model_validator
+
+from openenv_v1.vf04 import (
+    OpenEnvChatHarness,
+    OpenEnvConfig,
+    OpenEnvEnv,
+    OpenEnvTask,
+    OpenEnvTaskset,
+)
+
+WORDLE_APP = "textarena_env.server.app:app"
+
+
+class OpenEnvWordleConfig(OpenEnvConfig):
+    env: str | None = "openenv/wordle"
+    """The Wordle Space, launched with UV unless `base_url` is set."""
+    resets: list[dict[str, Any]] = [{"seed": seed} for seed in range(5)]
+    """Five games; the Space itself ignores seeds."""
+
+    @model_validator(mode="after")
+    def _default_app(self) -> Self:
+        # Only a default: an `app` the user set (e.g. for a local checkout) stays.
+        self.provider_kwargs.setdefault("app", WORDLE_APP)
+        return self
+
+
+class OpenEnvWordleTaskset(
+    OpenEnvTaskset, vf.Taskset[OpenEnvTask, OpenEnvWordleConfig]
+):
+    """`OpenEnvTaskset`, typed with the Wordle config so the CLI resolves it."""
+
+
+__all__ = [
+    "OpenEnvChatHarness",
+    "OpenEnvEnv",
+    "OpenEnvWordleConfig",
+    "OpenEnvWordleTaskset",
+]

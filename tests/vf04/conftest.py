@@ -1,0 +1,53 @@
+"""The verifiers 0.4 binding's tests: real `vf-eval` runs against real servers on
+127.0.0.1. Collected only where verifiers 0.4 is installed:
+
+    uv sync --locked --extra vf04 --no-group vf02 && uv run pytest tests/vf04
+"""
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openenv_v1 import verifiers_line
+from tests.servers import (
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    free_port,
+    stop,
+    wait_http,
+)
+
+if verifiers_line() != "vf04":
+    collect_ignore_glob = ["test_*.py"]
+
+
+@contextlib.contextmanager
+def wordle_project_server(venv: Path) -> Iterator[str]:
+    """The local Wordle env served from an environment of its own project at `venv`
+    (its server needs openenv 0.10, which verifiers 0.4's environment cannot hold),
+    with `python -m uvicorn`, so it is not counted as a UV-launched server."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+    sync = ["uv", "sync", "--project", str(WORDLE_PROJECT), "--locked", "--quiet"]
+    subprocess.run(sync, env=env, check=True, timeout=300)
+    port = free_port()
+    cmd = [str(venv / "bin" / "python"), "-m", "uvicorn", WORDLE_APP]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=WORDLE_PROJECT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/health", proc, timeout=120)
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="session")
+def wordle_url(tmp_path_factory) -> Iterator[str]:
+    """The local Wordle env, served directly (base_url mode)."""
+    with wordle_project_server(tmp_path_factory.mktemp("wordle-venv")) as url:
+        yield url
