@@ -54,7 +54,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_v1.null_harness import null_harness_env
+from openenv_v1.vf02.null_harness import null_harness_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -20,19 +20,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
-    from openenv_v1.taskset import OpenEnvTask, OpenEnvTaskset
-    from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
+    from openenv_v1.vf02.config import (
+        OpenEnvConfig,
+        OpenEnvTaskConfig,
+        OpenEnvUserConfig,
+    )
+    from openenv_v1.vf02.taskset import OpenEnvTask, OpenEnvTaskset
+    from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 _HOMES = {
-    "OpenEnvConfig": "openenv_v1.config",
-    "OpenEnvTaskConfig": "openenv_v1.config",
-    "OpenEnvUserConfig": "openenv_v1.config",
-    "OpenEnvTask": "openenv_v1.taskset",
-    "OpenEnvTaskset": "openenv_v1.taskset",
-    "OpenEnvData": "openenv_v1.user",
-    "OpenEnvState": "openenv_v1.user",
-    "OpenEnvUser": "openenv_v1.user",
+    "OpenEnvConfig": "openenv_v1.vf02.config",
+    "OpenEnvTaskConfig": "openenv_v1.vf02.config",
+    "OpenEnvUserConfig": "openenv_v1.vf02.config",
+    "OpenEnvTask": "openenv_v1.vf02.taskset",
+    "OpenEnvTaskset": "openenv_v1.vf02.taskset",
+    "OpenEnvData": "openenv_v1.vf02.user",
+    "OpenEnvState": "openenv_v1.vf02.user",
+    "OpenEnvUser": "openenv_v1.vf02.user",
 }
 
 __all__ = [

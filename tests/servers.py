@@ -150,15 +150,15 @@ def wordle_uvicorns() -> list[tuple[int, str]]:
 
 
 def user_simulators() -> list[tuple[int, str]]:
-    """Live `openenv_v1.user` processes started by this checkout's evals (verifiers
+    """Live `openenv_v1.vf02.user` processes started by this checkout's evals (verifiers
     runs them with the eval's own Python)."""
-    return processes_matching(f"{BIN}/python", "-m openenv_v1.user")
+    return processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.user")
 
 
 def tool_servers() -> list[tuple[int, str]]:
-    """Live `openenv_v1.tools` processes (native tool calling) started by this
+    """Live `openenv_v1.vf02.tools` processes (native tool calling) started by this
     checkout's evals."""
-    return processes_matching(f"{BIN}/python", "-m openenv_v1.tools")
+    return processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.tools")
 
 
 def run_eval(

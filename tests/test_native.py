@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from openenv_v1.null_harness import null_harness_flags
-from openenv_v1.user import OpenEnvData
+from openenv_v1.vf02.null_harness import null_harness_flags
+from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import (
     free_port,
     model_flags,
@@ -273,7 +273,7 @@ def test_native_calls_run_through_the_env_server_workers(counter_url, tmp_path):
 
 def test_the_taskset_declares_one_tool_server_for_the_eval_in_native_mode():
     from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
-    from openenv_v1.tools import OpenEnvTools
+    from openenv_v1.vf02.tools import OpenEnvTools
 
     url = "http://127.0.0.1:9"  # never reached: nothing is launched or connected
     native = OpenEnvTaskset(OpenEnvConfig(base_url=url, tool_calls="native"))

@@ -15,7 +15,7 @@ import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.pool import ServerPool
-from openenv_v1.null_harness import null_harness_flags
+from openenv_v1.vf02.null_harness import null_harness_flags
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
@@ -63,7 +63,7 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
 )
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
     """With native tool calling the eval also runs its one tool server
-    (`openenv_v1.tools`), which must go too."""
+    (`openenv_v1.vf02.tools`), which must go too."""
     assert wordle_uv_servers() == []
     modes = ["--taskset.tool-calls", "native", *null_harness_flags()[2:]]
     # A slow policy keeps the episodes in flight while the eval is signalled.

@@ -1,5 +1,5 @@
 """Native tool calling's two servers, the rollout's user simulator (`python -m
-openenv_v1.user`) and the eval's tool server (`python -m openenv_v1.tools`), run as
+openenv_v1.vf02.user`) and the eval's tool server (`python -m openenv_v1.vf02.tools`), run as
 verifiers runs them, with a stand-in for the rollout's state channel, and an MCP
 client calling them as the null harness and verifiers' host do (a fresh session per
 call)."""
@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from openenv_v1.config import OpenEnvUserConfig
-from openenv_v1.tools import OpenEnvToolsConfig
-from openenv_v1.user import OpenEnvData, OpenEnvState
+from openenv_v1.vf02.config import OpenEnvUserConfig
+from openenv_v1.vf02.tools import OpenEnvToolsConfig
+from openenv_v1.vf02.user import OpenEnvData, OpenEnvState
 from tests.servers import free_port, stop
 
 
@@ -87,9 +87,11 @@ def native_servers(
     with StateChannel(task) as channel, contextlib.ExitStack() as stack:
         channel_env = {"VF_STATE_URL": channel.url, "VF_STATE_SECRET": "secret"}
         config = OpenEnvUserConfig(**settings)
-        user = _spawn(stack, "openenv_v1.user", config, tmp_path / "user", channel_env)
+        user = _spawn(
+            stack, "openenv_v1.vf02.user", config, tmp_path / "user", channel_env
+        )
         tools = _spawn(
-            stack, "openenv_v1.tools", OpenEnvToolsConfig(), tmp_path / "tools"
+            stack, "openenv_v1.vf02.tools", OpenEnvToolsConfig(), tmp_path / "tools"
         )
         yield tagged(_wait_serving(*tools), channel), _wait_serving(*user), channel
 
@@ -100,7 +102,7 @@ def tool_server(tmp_path: Path) -> Iterator[str]:
     with contextlib.ExitStack() as stack:
         config = OpenEnvToolsConfig()
         yield _wait_serving(
-            *_spawn(stack, "openenv_v1.tools", config, tmp_path / "tools")
+            *_spawn(stack, "openenv_v1.vf02.tools", config, tmp_path / "tools")
         )
 
 

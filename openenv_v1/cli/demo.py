@@ -92,8 +92,8 @@ def eval_command(
 ) -> list[str]:
     """The eval, as a user would type it (seeds 0..episodes-1, one rollout each).
     Native tool calling also gives the null harness the environment it needs
-    (`openenv_v1.null_harness`)."""
-    from openenv_v1.null_harness import null_harness_flags
+    (`openenv_v1.vf02.null_harness`)."""
+    from openenv_v1.vf02.null_harness import null_harness_flags
 
     resets = json.dumps([{"seed": seed} for seed in range(episodes)])
     harness = ["--harness.id", "null"]

@@ -1,6 +1,6 @@
 """The OpenEnv-facing core: launch or connect, read the action schema, reset, step.
 
-Nothing here imports verifiers; `openenv_v1.user` binds it to a verifiers user simulator.
+Nothing here imports verifiers; `openenv_v1.vf02.user` binds it to a verifiers user simulator.
 The flow of one episode, one module each:
 
     launch.py      open_env: a shared server's session, a UV / Docker launch of one's

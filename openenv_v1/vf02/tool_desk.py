@@ -3,7 +3,7 @@ stepped once on the rollout's env session, and answered.
 
 With `tool_calls="native"` the env session stays where text mode keeps it, in the
 rollout's user simulator. verifiers 0.2.x sends the model's tool calls only to tool
-servers, so the eval runs one shared tool server (`openenv_v1.tools`) that lists the
+servers, so the eval runs one shared tool server (`openenv_v1.vf02.tools`) that lists the
 tools and forwards every call to the rollout's simulator: a plain HTTP POST to the
 `/openenv/call` route that `serve_desk` adds to the simulator's own server (one
 request, where an MCP call takes a session of its own). The simulator leaves the
@@ -28,15 +28,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openenv_v1.account import absorb_invalid, mirror
 from openenv_v1.core import EnvEpisode
 from openenv_v1.core.turns import Turn
+from openenv_v1.vf02.account import absorb_invalid, mirror
 
 if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP
     from mcp.types import CallToolResult
 
-    from openenv_v1.user import OpenEnvState
+    from openenv_v1.vf02.user import OpenEnvState
 
 DESK_PATH = "/openenv/call"
 """The simulator's route that steps one forwarded call: POST `{"name", "arguments"}`,

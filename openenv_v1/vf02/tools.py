@@ -8,7 +8,7 @@ rollout's state channel. Its tools are an MCP env's own tools (name, description
 input schema), or for any other env one tool, `act`, whose parameters are the action
 schema, as the rollout's user simulator left them on the state after reset. Each call
 is forwarded (one HTTP request over loopback) to that simulator, which owns the env
-session as in text mode and steps it once (`openenv_v1.tool_desk` says how, and why a redelivered call is safe); its
+session as in text mode and steps it once (`openenv_v1.vf02.tool_desk` says how, and why a redelivered call is safe); its
 answer comes back as the tool message.
 
 A toolset's tools are normally its decorated methods, fixed by the class. These are
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.tool_desk import error_result, tool_result
-from openenv_v1.user import OpenEnvState
+from openenv_v1.vf02.tool_desk import error_result, tool_result
+from openenv_v1.vf02.user import OpenEnvState
 
 if TYPE_CHECKING:
     import httpx

@@ -10,7 +10,7 @@ metrics. An environment failure ends the rollout with a `UserError` naming the c
 after what was earned has been written to `trace.info["openenv"]` and the metrics.
 
 With native tool calling (`tool_calls="native"`) the taskset also declares the eval's
-tool server, `OpenEnvTools` (`openenv_v1.tools`), which forwards the model's tool calls
+tool server, `OpenEnvTools` (`openenv_v1.vf02.tools`), which forwards the model's tool calls
 to the rollout's user simulator. The stops, which verifiers runs before every model
 call, then also stamp the model turn on the state and count the calls of the last
 reply that the harness answered itself without reaching the tool server (a tool the
@@ -25,13 +25,13 @@ from typing import Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.account import account, mirror
-from openenv_v1.config import OpenEnvConfig, OpenEnvTaskConfig
 from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
-from openenv_v1.user import OpenEnvData, OpenEnvState, OpenEnvUser
+from openenv_v1.vf02.account import account, mirror
+from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 
 class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
@@ -154,7 +154,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         the rollout's user simulator. Text mode: none."""
         if self.config.tool_calls != "native":
             return []
-        from openenv_v1.tools import OpenEnvTools, OpenEnvToolsConfig
+        from openenv_v1.vf02.tools import OpenEnvTools, OpenEnvToolsConfig
 
         return [OpenEnvTools(OpenEnvToolsConfig())]
 

@@ -1,6 +1,6 @@
 """`OpenEnvUser`: the verifiers user simulator that plays one OpenEnv episode.
 
-verifiers runs it per rollout as `python -m openenv_v1.user`. `setup_task` launches or
+verifiers runs it per rollout as `python -m openenv_v1.vf02.user`. `setup_task` launches or
 connects (everything opened is closed by the user's exit stack), reads the action
 contract and resets; `respond` turns each model reply into a step via `EnvEpisode`,
 and each turn it returns into a user message: its text, then its images as
@@ -8,8 +8,8 @@ and each turn it returns into a user message: its text, then its images as
 
 With native tool calling (`tool_calls="native"`) the simulator keeps the session too.
 It leaves the model's tools and its own address on the rollout state before it serves;
-the eval's tool server (`openenv_v1.tools`) forwards each tool call to it, and it steps
-each one once (`openenv_v1.tool_desk`). A reply that calls no tool gets a reminder,
+the eval's tool server (`openenv_v1.vf02.tools`) forwards each tool call to it, and it steps
+each one once (`openenv_v1.vf02.tool_desk`). A reply that calls no tool gets a reminder,
 counted as an invalid action.
 
 Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.account import absorb_invalid, mirror
-from openenv_v1.config import OpenEnvUserConfig
 from openenv_v1.core import (
     EnvEpisode,
     EnvFailure,
@@ -38,7 +36,9 @@ from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.errors import describe
 from openenv_v1.core.render import render_invalid_end, render_no_tool_call
 from openenv_v1.core.turns import Turn, TurnRenderer
-from openenv_v1.tool_desk import ToolDesk, desk_url, serve_desk
+from openenv_v1.vf02.account import absorb_invalid, mirror
+from openenv_v1.vf02.config import OpenEnvUserConfig
+from openenv_v1.vf02.tool_desk import ToolDesk, desk_url, serve_desk
 
 if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP

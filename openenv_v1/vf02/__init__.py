@@ -1,0 +1,13 @@
+"""The verifiers 0.2 binding of `openenv_v1.core`: a taskset whose per-rollout user
+simulator (`vf.User`) plays one OpenEnv episode.
+
+- `config.py`: `OpenEnvConfig` (under `--taskset.*`) and the user simulator's settings;
+- `taskset.py`: tasks from `resets`, the shared servers' pool, reward, stops, metrics;
+- `user.py`: the user simulator that keeps the env session;
+- `account.py`: the episode account on the rollout state;
+- `tools.py`, `tool_desk.py`: native tool calling (the eval's tool server, and the
+  simulator's side of each call);
+- `null_harness.py`: the environment verifiers 0.2.1's null harness needs for tools.
+
+`openenv_v1` exports these classes when verifiers 0.2 is installed.
+"""
