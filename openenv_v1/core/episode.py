@@ -93,6 +93,19 @@ class EpisodeReport:
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
 
+    def info(self) -> dict[str, Any]:
+        """The account as the trace's `info["openenv"]` shows it: reward, steps,
+        invalid actions, stop reason, and the named signals when there are any."""
+        info: dict[str, Any] = {
+            "reward": self.reward,
+            "steps": self.steps,
+            "invalid_actions": self.invalid_actions,
+            "stop_reason": self.stop_reason,
+        }
+        if self.signals:
+            info["signals"] = dict(self.signals)
+        return info
+
     def count_invalid(self, limit: int) -> int:
         """Count one invalid action and return how many more in a row end the
         episode; at 0 the episode is over (`invalid_actions`, unless already done)."""

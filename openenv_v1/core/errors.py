@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import errno
+import logging
 import re
+
+logger = logging.getLogger(__name__)
 
 _SERVER_ERROR = re.compile(
     r"Server error: (?P<message>.*) \(code: (?P<code>[A-Z_]+)\)$", re.S
@@ -16,6 +19,16 @@ class EnvFailure(Exception):
     `str(failure)` is the complete, human-readable cause (URL, errno, the server's own
     message or stderr tail); it is what lands on the trace.
     """
+
+
+def setup_failure(label: str, exc: Exception) -> str:
+    """The cause, for the trace, of an episode that could not be opened or reset: an
+    `EnvFailure` as it is; anything else, unexpected, as `<label>: setup failed:
+    <what>` (logged with its traceback; call it from the `except` block)."""
+    if isinstance(exc, EnvFailure):
+        return str(exc)
+    logger.exception("OpenEnv setup failed")
+    return f"{label}: setup failed: {describe(exc)}"
 
 
 def server_error_code(exc: BaseException) -> str | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import verifiers.v1 as vf
 
@@ -99,16 +98,7 @@ def _is_object(arguments: str) -> bool:
 def _publish(trace: vf.Trace) -> None:
     """Mirror the episode account onto the trace, which keeps it even if the rollout
     errors before scoring (the state itself is never serialized)."""
-    state = trace.state
-    info: dict[str, Any] = {
-        "reward": state.reward,
-        "steps": state.steps,
-        "invalid_actions": state.invalid_actions,
-        "stop_reason": state.stop_reason,
-    }
-    if state.signals:
-        info["signals"] = dict(state.signals)
-    trace.info["openenv"] = info
+    trace.info["openenv"] = account(trace.state).info()
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):

@@ -27,13 +27,12 @@ import verifiers.v1 as vf
 
 from openenv_v1.core import (
     EnvEpisode,
-    EnvFailure,
     EnvTarget,
     EpisodeReport,
     open_episode,
 )
 from openenv_v1.core.episode import ToolCalls
-from openenv_v1.core.errors import describe
+from openenv_v1.core.errors import describe, setup_failure
 from openenv_v1.core.render import render_invalid_end, render_no_tool_call
 from openenv_v1.core.turns import Turn, TurnRenderer
 from openenv_v1.vf02.account import absorb_invalid, mirror
@@ -111,11 +110,8 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             )
             self._opening = await episode.reset(task.reset)
             self._episode = episode
-        except EnvFailure as e:
-            self._failure = str(e)
         except Exception as e:
-            logger.exception("OpenEnv setup failed")
-            self._failure = f"{target.label}: setup failed: {describe(e)}"
+            self._failure = setup_failure(target.label, e)
         if task.tool_calls == "native" and self._episode is not None:
             try:
                 await self._publish_tools(self._episode)

@@ -21,20 +21,16 @@ with an error naming the cause.
 from __future__ import annotations
 
 import contextlib
-import logging
-from typing import Any
 
 import anyio
 import verifiers.v1 as vf
 
-from openenv_v1.core import EnvEpisode, EnvFailure, EpisodeReport, open_episode
-from openenv_v1.core.errors import describe
+from openenv_v1.core import EnvEpisode, EpisodeReport, open_episode
+from openenv_v1.core.errors import setup_failure
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.core.turns import Turn
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
-
-logger = logging.getLogger(__name__)
 
 STOP_DONE = "openenv_done"
 STOP_INVALID = "openenv_invalid_actions"
@@ -93,7 +89,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 )
                 turn = await episode.reset(data.reset)
             except Exception as e:
-                raise OpenEnvError(_failure(target.label, e)) from None
+                raise OpenEnvError(setup_failure(target.label, e)) from None
             report = episode.report
             async with agents.player.interaction(task) as interaction:
                 try:
@@ -123,13 +119,6 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             interaction.trace.stop(STOP_DONE)
 
 
-def _failure(label: str, e: Exception) -> str:
-    if isinstance(e, EnvFailure):
-        return str(e)
-    logger.exception("OpenEnv setup failed")
-    return f"{label}: setup failed: {describe(e)}"
-
-
 def record(trace: vf.Trace, report: EpisodeReport) -> None:
     """The episode account onto the trace: reward, metrics and `info["openenv"]`."""
     trace.record_reward("openenv_reward", report.reward)
@@ -137,17 +126,10 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
     trace.record_metric("openenv_invalid_action_count", report.invalid_actions)
     for name, value in report.signals.items():
         trace.record_metric(f"openenv_signal_{name}", value)
-    account: dict[str, Any] = {
-        "reward": report.reward,
-        "steps": report.steps,
-        "invalid_actions": report.invalid_actions,
-        "stop_reason": report.stop_reason,
-    }
-    if report.signals:
-        account["signals"] = dict(report.signals)
+    info = report.info()
     if report.error is not None:
-        account["error"] = report.error
-    trace.info["openenv"] = account
+        info["error"] = report.error
+    trace.info["openenv"] = info
 
 
 def user_message(turn: Turn) -> list[vf.UserMessage]:
