@@ -203,6 +203,20 @@ def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
     assert outcomes["native"][:2] == (0.25 + 0.0 + 0.25 + 1.0, 4)
 
 
+def test_a_turn_limit_keeps_the_last_steps_account_on_the_trace(counter_url, tmp_path):
+    """The rollout ends on `--max-turns` right after a tool call's step, with no stop
+    run after it: `info.openenv` still has that step."""
+    with policy_server("script", script=COUNTER_SCRIPT[:2]) as policy:
+        flags = ("openenv-v1", "--taskset.base-url", counter_url, "--max-turns", "2")
+        (trace,) = native_eval(policy, tmp_path, *flags)
+    assert trace["errors"] == []
+    assert trace["stop_condition"] == "max_turns"
+    steps = trace["metrics"]["openenv_steps"]
+    assert steps >= 2
+    assert trace["info"]["openenv"]["steps"] == steps
+    assert trace["info"]["openenv"]["reward"] == trace["rewards"]["openenv_reward"]
+
+
 def test_wordle_plays_through_its_act_tool_on_a_shared_server(tmp_path):
     assert wordle_uv_servers() == []
     record = tmp_path / "requests.jsonl"

@@ -70,6 +70,12 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         mirror(report, state)
         state.turn = turns
 
+    async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        """The final account onto the trace. The stops publish it before each model
+        call; a rollout that ends without one after its last step (a turn limit, the
+        harness ending) would otherwise keep the account of the step before."""
+        _publish(trace)
+
     @vf.reward
     async def openenv_reward(self, trace: vf.Trace) -> float:
         return trace.state.reward
