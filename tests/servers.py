@@ -23,6 +23,15 @@ WORDLE_APP = "wordle_env.server.app:app"
 TEST_ENVS = ROOT / "tests" / "envs"
 BIN = Path(sys.executable).parent
 
+COUNTER_SCRIPT = [
+    '{"tool_name": "add", "arguments": {"n": 2}}',
+    '{"tool_name": "peek"}',
+    '{"tool_name": "add", "arguments": {"n": 4}}',
+    '{"tool_name": "submit", "arguments": {"answer": 7}}',
+]
+"""A strategy for the counter env from `{"start": 1}`: steps rewarded 0.25, 0, 0.25
+and 1.0 (done)."""
+
 
 def free_port() -> int:
     with socket.socket() as sock:

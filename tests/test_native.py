@@ -15,6 +15,7 @@ import pytest
 from openenv_v1.vf02.null_harness import null_harness_flags
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import (
+    COUNTER_SCRIPT,
     free_port,
     model_flags,
     policy_server,
@@ -154,14 +155,6 @@ def native_eval(policy: str, cwd, *flags: str) -> list[dict]:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return traces
-
-
-COUNTER_SCRIPT = [
-    '{"tool_name": "add", "arguments": {"n": 2}}',
-    '{"tool_name": "peek"}',
-    '{"tool_name": "add", "arguments": {"n": 4}}',
-    '{"tool_name": "submit", "arguments": {"answer": 7}}',
-]
 
 
 def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):

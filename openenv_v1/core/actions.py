@@ -45,7 +45,13 @@ def parse_action(reply: str, spec: ActionSpec) -> dict[str, Any]:
 
 
 def call_to_action(name: str, arguments: Any, spec: ActionSpec) -> dict[str, Any]:
-    """A native tool call (tool name, parsed arguments) as an action."""
+    """A native tool call (tool name, its arguments parsed or as the JSON text the
+    model wrote) as an action."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as e:
+            raise InvalidAction(f"the arguments are not valid JSON ({e})") from None
     if not isinstance(arguments, dict):
         raise InvalidAction(
             f"the arguments must be a JSON object, not {type(arguments).__name__}"

@@ -48,6 +48,7 @@ from openenv_v1.core.render import (
     REWARD_SIGNAL_KEYS,
     ObservationFormat,
     render_invalid_end,
+    render_no_tool_call,
     render_tool_failed,
     tool_error,
 )
@@ -215,6 +216,19 @@ class EnvEpisode:
         except InvalidAction as e:
             return self._invalid(str(e))
         return await self._apply(action)
+
+    def no_tool_call(self) -> Turn:
+        """Native tool calling: the reminder after a reply that called no tool,
+        counted as an invalid action (the last one ends the episode)."""
+        report = self.report
+        if report.done:
+            return Turn("The episode is over.")
+        left = report.count_invalid(self.limits.max_invalid_actions)
+        if left == 0:
+            text = render_invalid_end("the reply called no tool", report.invalid_streak)
+        else:
+            text = render_no_tool_call(left)
+        return self.turns.message(text)
 
     async def _apply(self, action: dict[str, Any]) -> Turn:
         if _session_closed(self.client):

@@ -33,7 +33,6 @@ from openenv_v1.core import (
 )
 from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.errors import describe, setup_failure
-from openenv_v1.core.render import render_invalid_end, render_no_tool_call
 from openenv_v1.core.turns import Turn, TurnRenderer
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
@@ -165,24 +164,14 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 # The first call opens the conversation; later empty ones are replies.
                 turn, self._opening = self._opening, None
             elif self._desk is not None:
-                turn = self._no_tool_call(report)
+                # A reply that called no tool gets a reminder, counted as invalid
+                # (with the calls the eval process counted).
+                absorb_invalid(report, self.state)
+                turn = self._episode.no_tool_call()
             else:
                 turn = await self._episode.act(message)
         mirror(report, self.state)
         return [user_message(turn)]
-
-    def _no_tool_call(self, report: EpisodeReport) -> Turn:
-        """Native tool calling: a reply that called no tool gets a reminder, counted
-        as an invalid action."""
-        absorb_invalid(report, self.state)
-        if report.done:
-            return Turn("The episode is over.")
-        left = report.count_invalid(self.config.max_invalid_actions)
-        if left == 0:
-            text = render_invalid_end("the reply called no tool", report.invalid_streak)
-        else:
-            text = render_no_tool_call(left)
-        return Turn(TurnRenderer.clip(text, self.config.max_observation_chars))
 
 
 def user_message(turn: Turn) -> vf.UserMessage:

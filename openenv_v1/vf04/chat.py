@@ -10,16 +10,27 @@ success, as `Harness.launch` allows.
 
     vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000 -m <model>
 
+With native tool calling (`--env.taskset.tool-calls native`) a segment is the model's
+turn as a tool-calling loop: the harness passes the episode's tools (lent by the env,
+`openenv_v1.vf04.native`) with each model call and runs each tool call as one step,
+in process, until a reply calls no tool or the episode is over. Every model call
+still goes through the interception, so the trace holds the tool calls and results.
+
 It is the default harness of the `openenv-v1` tasksets (exported from the package);
-pin another with `--env.player.harness.id <id>`.
+pin another with `--env.player.harness.id <id>` (text tool calls only).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import message_to_wire
+
+from openenv_v1.vf04.native import EpisodeTools, borrowed
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 
 class OpenEnvChatHarnessConfig(vf.HarnessConfig):
@@ -55,16 +66,40 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
             messages.append({"role": "user", "content": prompt})
         elif prompt is not None:
             messages += [message_to_wire(m) for m in prompt]
-        # Native tool calling (issue 12) passes the action as tools here and returns
-        # the model's tool calls; the text path leaves `tools` out.
+        tools = borrowed(trace.id)
         async with AsyncOpenAI(
             base_url=endpoint,
             api_key=secret,
             timeout=self.config.request_timeout_s,
             max_retries=2,
         ) as client:
-            await client.chat.completions.create(model=ctx.model, messages=messages)
+            if tools is None:
+                await client.chat.completions.create(model=ctx.model, messages=messages)
+            else:
+                await self._call_tools(client, ctx.model, messages, tools)
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
+
+    @staticmethod
+    async def _call_tools(
+        client: AsyncOpenAI,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: EpisodeTools,
+    ) -> None:
+        """Model calls with the episode's tools, each tool call one step, until a
+        reply calls no tool or the episode is over."""
+        while not tools.over:
+            completion = await client.chat.completions.create(
+                model=model, messages=messages, tools=tools.specs
+            )
+            message = completion.choices[0].message
+            if not message.tool_calls:
+                return  # the env answers that reply (a reminder to call a tool)
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                # Calls after the episode ended are answered without a step.
+                name = call.function.name
+                messages.append(await tools.run(call.id, name, call.function.arguments))
 
 
 __all__ = ["OpenEnvChatHarness", "OpenEnvChatHarnessConfig"]

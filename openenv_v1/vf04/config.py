@@ -21,6 +21,7 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.core import EnvTarget, EpisodeLimits
+from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.render import ObservationFormat
 
 
@@ -40,6 +41,12 @@ class OpenEnvConfig(vf.TasksetConfig):
     `base_url`."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
+    tool_calls: ToolCalls = "text"
+    """How the model acts. `text`: each reply is an action written as JSON (or bare
+    text), for any model. `native`: the env's MCP tools (for other envs, one `act`
+    tool taking the action) become the model's own tools and each tool call is one
+    step; for models trained to call tools. Native runs in this package's chat
+    harness (the default player harness)."""
     provider_kwargs: dict[str, Any] = {}
     """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app` (unset:
     chosen from the env project's files), `project_path` (a local checkout or a `git+`

@@ -12,6 +12,11 @@ run out, or the player stops. The shared servers of a UV launch are started in
         segment = await interaction.turn(opening)          # reset observation
         turn = await episode.act(segment.last_reply)       # reply -> step
 
+With native tool calling (`tool_calls="native"`) the episode's tools are lent to the
+chat harness for the play (`openenv_v1.vf04.native`): a segment is the model's
+tool-calling loop, each call one step; a reply that calls no tool gets a reminder,
+counted as an invalid action.
+
 The account (`openenv_reward` = summed step rewards, stop `openenv_done` or
 `openenv_invalid_actions`, the metrics, `info["openenv"]`) is written onto the trace
 on every path, so an env failure keeps what was earned; it then fails the rollout
@@ -30,7 +35,9 @@ from openenv_v1.core.errors import setup_failure
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.core.turns import Turn
 from openenv_v1.logs import route_to_verifiers
+from openenv_v1.vf04.chat import OpenEnvChatHarness
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
+from openenv_v1.vf04.native import lend
 
 STOP_DONE = "openenv_done"
 STOP_INVALID = "openenv_invalid_actions"
@@ -47,9 +54,24 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
         taskset_config = self.taskset.config
         assert isinstance(taskset_config, OpenEnvConfig)
         self.openenv: OpenEnvConfig = taskset_config
+        if taskset_config.tool_calls == "native":
+            self._require_chat_harness(config)
         self.pool: ServerPool | None = None
         self._pool_url: str | None = None
         route_to_verifiers()
+
+    def _require_chat_harness(self, config: OpenEnvEnvConfig) -> None:
+        """Native tool calls run in this package's chat harness; fail at once,
+        naming the flags, when the player has another."""
+        from verifiers.v1.utils.loaders import harness_class
+
+        harness = self._agent_harness(config.player)
+        if not issubclass(harness_class(harness.id), OpenEnvChatHarness):
+            raise ValueError(
+                f"tool_calls native runs the tool calls in this package's chat "
+                f"harness, but the player's harness is {harness.id!r}: drop "
+                "--env.player.harness.id, or use --env.taskset.tool-calls text"
+            )
 
     async def start(self) -> None:
         """Launch the shared env servers (UV), if rollouts share them."""
@@ -86,6 +108,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                     observation_format=config.observation_format,
                     observation_images=config.observation_images,
                     max_observation_chars=config.max_observation_chars,
+                    tool_calls=config.tool_calls,
                 )
                 turn = await episode.reset(data.reset)
             except Exception as e:
@@ -93,7 +116,11 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             report = episode.report
             async with agents.player.interaction(task) as interaction:
                 try:
-                    await self._play(interaction, episode, turn)
+                    if episode.native:
+                        with lend(interaction.trace.id, episode):
+                            await self._play(interaction, episode, turn)
+                    else:
+                        await self._play(interaction, episode, turn)
                 finally:
                     record(interaction.trace, report)
                 if report.error is not None:
@@ -109,9 +136,12 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             segment = await interaction.turn(user_message(turn))
             if segment.terminated:
                 return  # a turn limit or the player's own stop ended the run
-            # The seam for native tool calls (issue 12): the action is then read
-            # from the segment's tool call instead of its text.
-            turn = await episode.act(segment.last_reply)
+            if episode.native:
+                # The harness stepped the tool calls; it returns with the episode
+                # still on only after a reply that called no tool.
+                turn = episode.no_tool_call()
+            else:
+                turn = await episode.act(segment.last_reply)
         if report.stop_reason == "invalid_actions":
             # The model gets the last feedback turn only if it could act on it.
             interaction.trace.stop(STOP_INVALID)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.servers import (
+    COUNTER_SCRIPT,
     ROOT,
     eval_environ,
     free_port,
@@ -85,13 +86,7 @@ def test_flag_only_base_url_eval_runs_every_reset_and_rollout(wordle_url, tmp_pa
 
 
 def test_reward_is_the_exact_sum_of_scripted_step_rewards(counter_url, tmp_path):
-    script = [
-        '{"tool_name": "add", "arguments": {"n": 2}}',
-        '{"tool_name": "peek"}',
-        '{"tool_name": "add", "arguments": {"n": 4}}',
-        '{"tool_name": "submit", "arguments": {"answer": 7}}',
-    ]
-    with policy_server("script", script=script) as policy:
+    with policy_server("script", script=COUNTER_SCRIPT) as policy:
         proc, episodes = run_vf_eval(
             [
                 "openenv-v1",
