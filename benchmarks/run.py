@@ -1,4 +1,4 @@
-"""Benchmark: the same Wordle workload six ways, in one run, side by side.
+"""Benchmark: the same Wordle workload seven ways, in one run, side by side.
 
     uv run python benchmarks/run.py [--episodes 6] [--concurrency 6]
 
@@ -10,14 +10,16 @@
 - `floor`: `openenv-v1-floor` (benchmarks/openenv_v1_floor.py), a user simulator with
   no environment at all: what verifiers alone costs per rollout;
 - `vf04`: `openenv-v1` on verifiers 0.4 (`vf-eval`, flags only, shared UV-launched
-  servers, the package's in-process chat harness), and
+  servers, the package's in-process chat harness);
+- `vf04-native`: `vf04` with `--env.taskset.tool-calls native` (the chat harness
+  steps each `act` call in process), and
 - `vf04-builtin`: verifiers 0.4's built-in `openenv` taskset (a UV launch per rollout,
   the `null` chat harness on the local runtime). It fails on openenv-core 0.3.0 (it
   reads `client._base_url`), so it runs with `benchmarks/vf04_builtin_shim`; its chat
   program streams, so its policy is `benchmarks/streaming_policy.py` (the same
   replies).
 
-The first four run in this (verifiers 0.2) environment; the two 0.4 legs in a
+The first four run in this (verifiers 0.2) environment; the three 0.4 legs in a
 second environment of this project, synced once from the same `uv.lock` with
 `--extra vf04` (`--vf04-venv`, outside the timing).
 
@@ -283,6 +285,7 @@ def workloads(
     ours04 = ["openenv-v1", "--env.taskset.env", "local/wordle"]
     ours04 += ["--env.taskset.provider-kwargs", kwargs]
     ours04 += ["--env.taskset.resets", resets_json, *common04]
+    native04 = [*ours04, "--env.taskset.tool-calls", "native"]
     # Its `null` harness streams: the same policy behind `streaming_policy.py`.
     builtin04 = [streaming_policy if a == policy else a for a in common04]
     builtin04 += ["--env.player.harness.id", "null"]
@@ -299,6 +302,7 @@ def workloads(
         ("native", native, base, env_config("openenv-v1")),
         ("floor", ["openenv-v1-floor", *common], floor_env, None),
         ("vf04", ours04, base, None, "vf04"),
+        ("vf04-native", native04, base, None, "vf04"),
         ("vf04-builtin", builtin04, shim_env, builtin_config, "vf04"),
     ]
 
@@ -378,7 +382,7 @@ def main() -> None:
     parser.add_argument("--step-episodes", type=int, default=40)
     parser.add_argument(
         "--only",
-        default="upstream,ours,native,floor,vf04,vf04-builtin",
+        default="upstream,ours,native,floor,vf04,vf04-native,vf04-builtin",
         help="comma-separated variants",
     )
     parser.add_argument(
@@ -402,7 +406,7 @@ def main() -> None:
     policy = f"http://127.0.0.1:{port}/v1"
     figures: list[Figures] = []
     commands: dict[str, list[str]] = {}
-    if wanted & {"vf04", "vf04-builtin"}:
+    if wanted & {"vf04", "vf04-native", "vf04-builtin"}:
         print(f"syncing the verifiers 0.4 environment at {args.vf04_venv} ...")
         commands["vf04"] = [str(vf04_environment(args.vf04_venv))]
     stream_port = free_port()
@@ -450,6 +454,9 @@ def main() -> None:
     if {"ours", "vf04"} <= by_name.keys():
         ours, vf04 = by_name["ours"], by_name["vf04"]
         print(f"vf04 / ours (0.2) wall:  {ratio(vf04.wall_s, ours.wall_s)}")
+    if {"vf04", "vf04-native"} <= by_name.keys():
+        vf04, native04 = by_name["vf04"], by_name["vf04-native"]
+        print(f"vf04-native / vf04 wall: {ratio(native04.wall_s, vf04.wall_s)}")
     if {"vf04", "vf04-builtin"} <= by_name.keys():
         vf04, builtin = by_name["vf04"], by_name["vf04-builtin"]
         print(f"vf04-builtin / vf04 wall: {ratio(builtin.wall_s, vf04.wall_s)}")

@@ -41,7 +41,7 @@ def tool_calls_of(requests: list[dict]) -> list[dict]:
 def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
     """The same scripted strategy and reset, once written as text and once as native
     tool calls: the same steps, reward, account and end."""
-    outcomes = {}
+    outcomes, traces = {}, {}
     for mode in ("text", "native"):
         record = tmp_path / f"{mode}.jsonl"
         workdir = tmp_path / mode
@@ -61,6 +61,7 @@ def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
         (trace,) = traces_of(episodes)
         assert trace["errors"] == [], trace["errors"]
         assert trace["stop_condition"] == "openenv_done"
+        traces[mode] = trace
         outcomes[mode] = (
             trace["rewards"]["openenv_reward"]["score"],
             trace["metrics"]["openenv_steps"],
@@ -78,23 +79,12 @@ def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
     assert [c["name"] for c in calls] == ["add", "peek", "add"]
     results = [m["content"] for m in requests[-1]["messages"] if m["role"] == "tool"]
     assert results == ["add: 3", "peek: 3", "add: 7"]
-
-
-def test_the_trace_holds_the_tool_calls_and_their_results(counter_url, tmp_path):
-    with policy_server("script", script=COUNTER_SCRIPT) as policy:
-        (trace,) = native_eval(
-            policy,
-            tmp_path,
-            *("openenv-v1", "--env.taskset.base-url", counter_url),
-            *("--env.taskset.resets", '[{"start": 1}]'),
-        )
-    messages = [node["message"] for node in trace["nodes"]]
+    # The trace holds the tool calls and their results, as the interception saw them.
+    messages = [node["message"] for node in traces["native"]["nodes"]]
     called = [c["name"] for m in messages for c in m.get("tool_calls") or ()]
     assert called == ["add", "peek", "add", "submit"]
     results = [m["content"] for m in messages if m["role"] == "tool"]
-    # The last result is the episode's end; no model call follows it.
     assert results[:3] == ["add: 3", "peek: 3", "add: 7"]
-    assert trace["metrics"]["openenv_steps"] == 4
 
 
 def test_wordle_plays_through_its_act_tool_on_a_shared_uv_server(tmp_path):
@@ -223,3 +213,25 @@ def test_frames_come_back_as_png_parts_of_the_tool_result(tmp_path):
         (frame,) = images
         assert (frame.format, frame.size) == ("PNG", (160, 210))
         assert frame.getpixel((5, 7)) == (40 * step % 256, 7, 5)
+
+
+def test_a_turn_limit_mid_loop_keeps_the_steps_account_on_the_trace(
+    counter_url, tmp_path
+):
+    """`max_turns` refuses the model call after the second tool call's step, inside
+    the harness's loop: the run ends on the limit, and `info.openenv` has both
+    steps."""
+    with policy_server("script", script=COUNTER_SCRIPT) as policy:
+        (trace,) = native_eval(
+            policy,
+            tmp_path,
+            *("openenv-v1", "--env.taskset.base-url", counter_url),
+            *("--env.taskset.resets", '[{"start": 1}]'),
+            *("--env.player.max-turns", "2"),
+        )
+    assert trace["errors"] == [], trace["errors"]
+    assert trace["stop_condition"] == "max_turns"
+    assert trace["metrics"]["openenv_steps"] == 2
+    assert trace["info"]["openenv"]["steps"] == 2
+    assert trace["info"]["openenv"]["reward"] == 0.25
+    assert trace["rewards"]["openenv_reward"]["score"] == 0.25
