@@ -17,86 +17,19 @@ from typing import Any, Self
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
-from openenv_v1.core import EpisodeLimits
 from openenv_v1.core.episode import ToolCalls
-from openenv_v1.core.render import ObservationFormat
+from openenv_v1.settings import EpisodeSettings
 
 
-class OpenEnvUserConfig(vf.UserConfig):
-    """Placement and limits of the per-rollout user simulator that drives the env."""
+class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
+    """Placement and limits of the per-rollout user simulator that drives the env
+    (the episode settings of `openenv_v1.settings`, under `--taskset.task.user.*`)."""
 
-    provider_kwargs: dict[str, Any] = {}
-    """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app` (unset:
-    chosen from the env project's files), `project_path` (a local checkout or a `git+`
-    URL), `env_vars` (non-secret values), `port`, `workers`, `host` (default
-    127.0.0.1), `reload`, `context_timeout_s`, or for Docker `tag` and the like. Unused
-    with `base_url`."""
-    forward_env: list[str] = []
-    """Names of variables of the eval's environment to pass into the launched env
-    server (API keys, tokens). Only the names are configured or saved; the values are
-    read from the eval process when the server is launched."""
-    server_web_ui: bool = False
-    """Let UV-launched env servers import gradio for OpenEnv's web UI (also implied by
-    `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from env projects
-    that do not list it in their dependencies, which halves their start-up (an env
-    that imports it anyway is relaunched with it); turn it on to skip that first try
-    for an env that imports gradio without declaring it."""
-    launch_timeout_s: float = 120.0
-    """Seconds a launched server may take to answer `/health` (UV provider's
-    `context_timeout_s` unless provider_kwargs sets it)."""
-    connect_timeout_s: float = 10.0
-    """Seconds to open the WebSocket session."""
-    reset_timeout_s: float = 60.0
-    """Seconds `reset` may take."""
-    step_timeout_s: float = 60.0
-    """Seconds one `step` may take; a slower step ends the rollout with an error."""
-    max_invalid_actions: int = Field(3, ge=1)
-    """Consecutive invalid actions (unparseable, against the schema, rejected by the
-    server) that end the episode with stop condition `openenv_invalid_actions`."""
-    capacity_wait_s: float = 30.0
-    """Seconds to retry, with backoff, a server that is at its session limit."""
-    observation_format: ObservationFormat = "text"
-    """How observations are shown to the model: `text` (one line per field, the text
-    field as is, history lists only with their new entries) or `json` (compact
-    JSON of the whole observation)."""
-    observation_images: bool = True
-    """Send pixel fields of observations (an RGB frame as a flat list plus a shape
-    field, a nested H x W x C list, a base64 PNG/JPEG or data URL) to the model as
-    PNG images beside a one-line note. Turn off for a model without vision: the field
-    then becomes a one-line note (`screen: image 210x160x3, not shown`)."""
-    max_observation_chars: int = Field(8_000, ge=1_000)
-    """Most characters of text in one user turn. Fields that would push a turn over
-    it are cut, the longest first, each with a note of how much was cut (the action
-    format of the opening turn is never cut)."""
     pool_url: str | None = None
     """Set by the taskset, not by hand: lease endpoint of its shared env servers."""
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
     """Set by the taskset, not by hand: values of `forward_env` for a rollout that
     launches its own server. Never part of a saved config."""
-
-    @model_validator(mode="after")
-    def _absolute_project_path(self) -> Self:
-        # The user process runs in its own working directory, so a relative path must
-        # be resolved here, where the user wrote it.
-        path = self.provider_kwargs.get("project_path")
-        if isinstance(path, str) and path and not path.startswith("git+"):
-            self.provider_kwargs["project_path"] = os.path.abspath(
-                os.path.expanduser(path)
-            )
-        return self
-
-    def message_timeout_s(self) -> float:
-        """OpenEnv's own per-message limit: the longest call we allow. It also
-        enforces `step_timeout_s` when that is the longest (see `EnvEpisode.act`)."""
-        return max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s)
-
-    def limits(self) -> EpisodeLimits:
-        return EpisodeLimits(
-            reset_timeout_s=self.reset_timeout_s,
-            step_timeout_s=self.step_timeout_s,
-            max_invalid_actions=self.max_invalid_actions,
-            capacity_wait_s=self.capacity_wait_s,
-        )
 
 
 class OpenEnvTaskConfig(vf.TaskConfig):

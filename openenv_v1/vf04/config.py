@@ -6,9 +6,9 @@ reached, which resets, and the limits of an episode, all under `--env.taskset.*`
     class MyEnvConfig(OpenEnvConfig): env: str | None = "org/my-env"
 
 The settings keep the names they have on verifiers 0.2, where the per-rollout ones
-sit under `--taskset.task.user.*`; here the env runs in the eval process, so they
-are the taskset's own. `env` or `base_url` is required, but only once the config is
-final: `vf-eval` builds `OpenEnvConfig(id=...)` before it reads any flag, so the
+(`openenv_v1.settings.EpisodeSettings`) sit under `--taskset.task.user.*`; here the
+env runs in the eval process, so they are the taskset's own. `env` or `base_url` is
+required, but only once the config is final: `vf-eval` builds `OpenEnvConfig(id=...)` before it reads any flag, so the
 requirement is checked by `require_target()`, when the taskset is built.
 """
 
@@ -20,12 +20,12 @@ from typing import Any, Self
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
-from openenv_v1.core import EnvTarget, EpisodeLimits
+from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import ToolCalls
-from openenv_v1.core.render import ObservationFormat
+from openenv_v1.settings import EpisodeSettings
 
 
-class OpenEnvConfig(vf.TasksetConfig):
+class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     """An OpenEnv environment as a finite taskset: one task per entry of `resets`."""
 
     env: str | None = None
@@ -47,16 +47,6 @@ class OpenEnvConfig(vf.TasksetConfig):
     tool taking the action) become the model's own tools and each tool call is one
     step; for models trained to call tools. Native runs in this package's chat
     harness (the default player harness)."""
-    provider_kwargs: dict[str, Any] = {}
-    """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app` (unset:
-    chosen from the env project's files), `project_path` (a local checkout or a `git+`
-    URL), `env_vars` (non-secret values), `port`, `workers`, `host` (default
-    127.0.0.1), `reload`, `context_timeout_s`, or for Docker `tag` and the like.
-    Unused with `base_url`."""
-    forward_env: list[str] = []
-    """Names of variables of the eval's environment to pass into the launched env
-    server (API keys, tokens). Only the names are configured or saved; the values are
-    read when the server is launched."""
     shared_servers: bool = True
     """Launch `env` once per eval and let rollouts share it, each on its own session
     (more servers are launched while all are at their session limit). Applies to UV
@@ -67,32 +57,6 @@ class OpenEnvConfig(vf.TasksetConfig):
     max_servers: int | None = Field(None, ge=1)
     """Most shared servers launched at once; unset, one more is launched whenever all
     are full."""
-    server_web_ui: bool = False
-    """Let UV-launched env servers import gradio for OpenEnv's web UI (also implied by
-    `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from env projects
-    that do not list it, which halves their start-up."""
-    launch_timeout_s: float = 120.0
-    """Seconds a launched server may take to answer `/health`."""
-    connect_timeout_s: float = 10.0
-    """Seconds to open the WebSocket session."""
-    reset_timeout_s: float = 60.0
-    """Seconds `reset` may take."""
-    step_timeout_s: float = 60.0
-    """Seconds one `step` may take; a slower step ends the rollout with an error."""
-    max_invalid_actions: int = Field(3, ge=1)
-    """Consecutive invalid actions (unparseable, against the schema, rejected by the
-    server) that end the episode with stop condition `openenv_invalid_actions`."""
-    capacity_wait_s: float = 30.0
-    """Seconds to retry, with backoff, a server that is at its session limit."""
-    observation_format: ObservationFormat = "text"
-    """How observations are shown to the model: `text` (one line per field) or
-    `json` (compact JSON of the whole observation)."""
-    observation_images: bool = True
-    """Send pixel fields of observations to the model as PNG images; turn off for a
-    model without vision (the field then becomes a one-line note)."""
-    max_observation_chars: int = Field(8_000, ge=1_000)
-    """Most characters of text in one user turn; longer fields are cut, the longest
-    first, each with a note."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -103,11 +67,6 @@ class OpenEnvConfig(vf.TasksetConfig):
             )
         if not self.resets:
             raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
-        path = self.provider_kwargs.get("project_path")
-        if isinstance(path, str) and path and not path.startswith("git+"):
-            self.provider_kwargs["project_path"] = os.path.abspath(
-                os.path.expanduser(path)
-            )
         return self
 
     def require_target(self) -> None:
@@ -140,14 +99,6 @@ class OpenEnvConfig(vf.TasksetConfig):
             )
         return {name: os.environ[name] for name in self.forward_env}
 
-    def limits(self) -> EpisodeLimits:
-        return EpisodeLimits(
-            reset_timeout_s=self.reset_timeout_s,
-            step_timeout_s=self.step_timeout_s,
-            max_invalid_actions=self.max_invalid_actions,
-            capacity_wait_s=self.capacity_wait_s,
-        )
-
     def target(self, *, pool_url: str | None = None) -> EnvTarget:
         """Where an episode's env comes from: `base_url`, a lease from the shared
         servers at `pool_url`, or a launch of `env` of its own."""
@@ -160,10 +111,7 @@ class OpenEnvConfig(vf.TasksetConfig):
             pool_url=None if self.base_url else pool_url,
             launch_timeout_s=self.launch_timeout_s,
             connect_timeout_s=self.connect_timeout_s,
-            # OpenEnv's own per-message limit: the longest call allowed.
-            message_timeout_s=max(
-                self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s
-            ),
+            message_timeout_s=self.message_timeout_s(),
             web_ui=self.server_web_ui,
         )
 
