@@ -115,11 +115,13 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 raise OpenEnvError(setup_failure(target.label, e)) from None
             report = episode.report
             async with agents.player.interaction(task) as interaction:
+                lent = (
+                    lend(interaction.trace.id, episode)
+                    if episode.native
+                    else contextlib.nullcontext()
+                )
                 try:
-                    if episode.native:
-                        with lend(interaction.trace.id, episode):
-                            await self._play(interaction, episode, turn)
-                    else:
+                    with lent:
                         await self._play(interaction, episode, turn)
                 finally:
                     record(interaction.trace, report)
