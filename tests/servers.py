@@ -122,6 +122,31 @@ def recorded_requests(record: Path) -> list[dict]:
     return [json.loads(line) for line in record.read_text().splitlines() if line]
 
 
+def tool_calls_made(bodies: list[dict]) -> list[dict]:
+    """Every tool call (`name`, `arguments`) in the recorded requests' messages."""
+    return [
+        call["function"]
+        for body in bodies
+        for message in body["messages"]
+        for call in message.get("tool_calls") or ()
+    ]
+
+
+def assert_only_act_calls(bodies: list[dict]) -> None:
+    """The model acted only through Wordle's `act` tool, with its one field."""
+    calls = tool_calls_made(bodies)
+    assert calls and {c["name"] for c in calls} == {"act"}
+    assert all(json.loads(c["arguments"]).keys() == {"message"} for c in calls)
+
+
+def assert_out_of_invalid_actions(trace: dict, steps: int) -> None:
+    """The rollout ended cleanly on three invalid actions in a row, after `steps`."""
+    assert trace["errors"] == [], trace["errors"]
+    assert trace["stop_condition"] == "openenv_invalid_actions"
+    assert trace["metrics"]["openenv_invalid_action_count"] == 3
+    assert trace["metrics"]["openenv_steps"] == steps
+
+
 def processes_matching(*needles: str) -> list[tuple[int, str]]:
     """(pid, cmdline) of live processes whose command line contains every needle."""
     found = []

@@ -7,7 +7,6 @@ own processes, a state channel), and called as the null harness calls them; then
 
 import asyncio
 import contextlib
-import json
 import time
 
 import pytest
@@ -16,6 +15,8 @@ from openenv_v1.vf02.null_harness import null_harness_flags
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import (
     COUNTER_SCRIPT,
+    assert_only_act_calls,
+    assert_out_of_invalid_actions,
     free_port,
     model_flags,
     policy_server,
@@ -221,14 +222,7 @@ def test_wordle_plays_through_its_act_tool_on_a_shared_server(tmp_path):
         assert trace["errors"] == [], trace["errors"]
         assert trace["stop_condition"] == "openenv_done"
         assert trace["rewards"]["openenv_reward"] == 1.0
-    calls = [
-        call["function"]
-        for body in recorded_requests(record)
-        for message in body["messages"]
-        for call in message.get("tool_calls") or ()
-    ]
-    assert calls and {c["name"] for c in calls} == {"act"}
-    assert all(json.loads(c["arguments"]).keys() == {"message"} for c in calls)
+    assert_only_act_calls(recorded_requests(record))
     assert wordle_uv_servers() == []
 
 
@@ -239,10 +233,7 @@ def test_replies_without_a_tool_call_get_a_reminder_and_end_cleanly(
     with policy_server("free-text", record=record) as policy:
         flags = ("openenv-v1", "--taskset.base-url", counter_url)
         (trace,) = native_eval(policy, tmp_path, *flags)
-    assert trace["errors"] == []
-    assert trace["stop_condition"] == "openenv_invalid_actions"
-    assert trace["metrics"]["openenv_invalid_action_count"] == 3
-    assert trace["metrics"]["openenv_steps"] == 0
+    assert_out_of_invalid_actions(trace, steps=0)
     last = recorded_requests(record)[-1]["messages"][-1]["content"]
     assert "a reply without a tool call does not step the environment" in last
 

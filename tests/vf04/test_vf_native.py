@@ -3,16 +3,18 @@
 each call in process; the same outcomes as the 0.2 binding's native runs
 (test_native.py)."""
 
-import json
 import time
 
 from tests.servers import (
     COUNTER_SCRIPT,
     TEST_ENVS,
+    assert_only_act_calls,
+    assert_out_of_invalid_actions,
     free_port,
     model_flags,
     policy_server,
     recorded_requests,
+    tool_calls_made,
     uvicorn_server,
     wordle_uv_servers,
 )
@@ -27,15 +29,6 @@ def native_eval(policy: str, cwd, *flags: str) -> list[dict]:
     proc, episodes = run_vf_eval([*flags, *NATIVE, *model_flags(policy)], cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return traces_of(episodes)
-
-
-def tool_calls_of(requests: list[dict]) -> list[dict]:
-    """The tool calls the model made, as the last request carries them."""
-    return [
-        call["function"]
-        for message in requests[-1]["messages"]
-        for call in message.get("tool_calls") or ()
-    ]
 
 
 def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
@@ -75,7 +68,7 @@ def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
     # One model call per step, each answered by a tool result of that step.
     requests = recorded_requests(tmp_path / "native.jsonl")
     assert len(requests) == 4
-    calls = tool_calls_of(requests)
+    calls = tool_calls_made(requests[-1:])
     assert [c["name"] for c in calls] == ["add", "peek", "add"]
     results = [m["content"] for m in requests[-1]["messages"] if m["role"] == "tool"]
     assert results == ["add: 3", "peek: 3", "add: 7"]
@@ -100,14 +93,7 @@ def test_wordle_plays_through_its_act_tool_on_a_shared_uv_server(tmp_path):
         assert trace["rewards"]["openenv_reward"]["score"] == 1.0
     bodies = recorded_requests(record)
     assert all([t["function"]["name"] for t in b["tools"]] == ["act"] for b in bodies)
-    calls = [
-        call["function"]
-        for body in bodies
-        for message in body["messages"]
-        for call in message.get("tool_calls") or ()
-    ]
-    assert calls and {c["name"] for c in calls} == {"act"}
-    assert all(json.loads(c["arguments"]).keys() == {"message"} for c in calls)
+    assert_only_act_calls(bodies)
     assert wordle_uv_servers() == []
 
 
@@ -118,10 +104,7 @@ def test_replies_without_a_tool_call_get_a_reminder_and_end_cleanly(
     with policy_server("free-text", record=record) as policy:
         flags = ("openenv-v1", "--env.taskset.base-url", counter_url)
         (trace,) = native_eval(policy, tmp_path, *flags)
-    assert trace["errors"] == []
-    assert trace["stop_condition"] == "openenv_invalid_actions"
-    assert trace["metrics"]["openenv_invalid_action_count"] == 3
-    assert trace["metrics"]["openenv_steps"] == 0
+    assert_out_of_invalid_actions(trace, steps=0)
     requests = recorded_requests(record)
     assert len(requests) == 3  # the third reminder would end it: not sent
     last = requests[-1]["messages"][-1]["content"]
@@ -142,10 +125,7 @@ def test_mistaken_calls_are_answered_counted_and_end_the_episode(counter_url, tm
     with policy_server("script", script=script, record=record) as policy:
         flags = ("openenv-v1", "--env.taskset.base-url", counter_url)
         (trace,) = native_eval(policy, tmp_path, *flags)
-    assert trace["errors"] == []
-    assert trace["stop_condition"] == "openenv_invalid_actions"
-    assert trace["metrics"]["openenv_invalid_action_count"] == 3
-    assert trace["metrics"]["openenv_steps"] == 1
+    assert_out_of_invalid_actions(trace, steps=1)
     results = [
         m["content"]
         for m in recorded_requests(record)[-1]["messages"]
