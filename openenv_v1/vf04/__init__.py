@@ -8,6 +8,7 @@ env (played in the eval process) and an in-process chat harness.
     taskset.py  OpenEnvTaskset: one task per reset
     env.py      OpenEnvEnv: shared servers (start/stop), one episode per rollout
     chat.py     OpenEnvChatHarness: one model call per turn, no program per turn
+    native.py   native tool calls: the episode lent to the harness, one step per call
 """
 
 from openenv_v1.vf04.chat import OpenEnvChatHarness, OpenEnvChatHarnessConfig
