@@ -109,6 +109,16 @@ def test_image_fields_leave_the_text_and_go_as_images():
     assert len(turn.text) < 1_000 and turn.cuts == []
     later = turns.observation(observation)
     assert "Action schema" not in later.text and len(later.images) == 1
+    # As chat content: the text, then the frame as a data-URL PNG part.
+    text_part, image_part = later.chat_content()
+    assert text_part == {"type": "text", "text": later.text}
+    url = image_part["image_url"]["url"]
+    assert image_part["type"] == "image_url" and url.startswith(
+        "data:image/png;base64,"
+    )
+    png = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert png.size == (160, 210)
+    assert turns.observation({"lives": 2}).chat_content() == "lives: 2"
 
 
 def test_images_off_leaves_a_note_and_sends_none():

@@ -69,6 +69,19 @@ class Turn:
     """It answers a call that was not carried out as asked: an invalid action, a tool
     error, the episode already over (a native tool result marks it as an error)."""
 
+    def chat_content(self) -> str | list[dict[str, Any]]:
+        """The turn as OpenAI chat message content: its text alone, or its text and
+        then its images as data-URL `image_url` parts."""
+        if not self.images:
+            return self.text
+        return [
+            {"type": "text", "text": self.text},
+            *(
+                {"type": "image_url", "image_url": {"url": image.data_url()}}
+                for image in self.images
+            ),
+        ]
+
     def summary(self) -> dict[str, Any]:
         """What the model gets, for `check`: text length, images, cuts."""
         return {

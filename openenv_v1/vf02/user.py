@@ -177,14 +177,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
 def user_message(turn: Turn) -> vf.UserMessage:
     """The turn as a user message: its text, then its images as data-URL image parts
     (OpenAI's `image_url` content parts, which verifiers passes to the model as is)."""
-    if not turn.images:
-        return vf.UserMessage(content=turn.text)
-    parts: list[vf.ContentPart] = [vf.TextContentPart(text=turn.text)]
-    parts += [
-        vf.ImageUrlContentPart(image_url=vf.ImageUrlSource(url=image.data_url()))
-        for image in turn.images
-    ]
-    return vf.UserMessage(content=parts)
+    return vf.UserMessage(content=turn.chat_content())
 
 
 if __name__ == "__main__":

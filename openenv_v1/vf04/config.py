@@ -8,8 +8,9 @@ reached, which resets, and the limits of an episode, all under `--env.taskset.*`
 The settings keep the names they have on verifiers 0.2, where the per-rollout ones
 (`openenv_v1.settings.EpisodeSettings`) sit under `--taskset.task.user.*`; here the
 env runs in the eval process, so they are the taskset's own. `env` or `base_url` is
-required, but only once the config is final: `vf-eval` builds `OpenEnvConfig(id=...)` before it reads any flag, so the
-requirement is checked by `require_target()`, when the taskset is built.
+required, but only once the config is final: `vf-eval` builds `OpenEnvConfig(id=...)`
+before it reads any flag, so the requirement is checked by `require_target()`, when
+the taskset is built.
 """
 
 from __future__ import annotations

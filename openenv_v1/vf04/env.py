@@ -167,14 +167,7 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
 def user_message(turn: Turn) -> list[vf.UserMessage]:
     """The turn as one user message: its text, then its images as data-URL image
     parts."""
-    if not turn.images:
-        return [vf.UserMessage(content=turn.text)]
-    parts: list[vf.ContentPart] = [vf.TextContentPart(text=turn.text)]
-    parts += [
-        vf.ImageUrlContentPart(image_url=vf.ImageUrlSource(url=image.data_url()))
-        for image in turn.images
-    ]
-    return [vf.UserMessage(content=parts)]
+    return [vf.UserMessage(content=turn.chat_content())]
 
 
 __all__ = ["OpenEnvEnv", "OpenEnvError"]

@@ -10,11 +10,12 @@ a reply calls no tool or the episode is over.
     with lend(trace.id, episode):                  # OpenEnvEnv, around the play
         ...
     tools = borrowed(trace.id)                     # OpenEnvChatHarness.launch
-    messages.append(await tools.run(call))         # one step -> one tool message
+    messages.append(await tools.run(call.id, name, arguments))  # one step, one answer
 
 The tools are the core's (`ActionSpec.model_tools`): an MCP env's own tools, or one
-`act` tool taking the action. A tool result is the step's turn: its text, and its
-images as `image_url` parts (as verifiers' own harnesses return MCP images).
+`act` tool taking the action. A tool result is the step's turn (`Turn.chat_content`):
+its text, and its images as `image_url` parts (as verifiers' own harnesses return MCP
+images).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from openenv_v1.core import EnvEpisode
-from openenv_v1.core.turns import Turn
 
 _lent: dict[str, EpisodeTools] = {}
 """The native episodes being played in this process, by trace id."""
@@ -40,7 +40,7 @@ class EpisodeTools:
                 "type": "function",
                 "function": {
                     "name": tool.name,
-                    "description": tool.description or "",
+                    "description": tool.description,
                     "parameters": tool.input_schema,
                 },
             }
@@ -62,21 +62,8 @@ class EpisodeTools:
             "role": "tool",
             "tool_call_id": call_id,
             "name": name,
-            "content": tool_content(turn),
+            "content": turn.chat_content(),
         }
-
-
-def tool_content(turn: Turn) -> str | list[dict[str, Any]]:
-    """A turn as a tool result: its text, or its text and then its images."""
-    if not turn.images:
-        return turn.text
-    return [
-        {"type": "text", "text": turn.text},
-        *(
-            {"type": "image_url", "image_url": {"url": image.data_url()}}
-            for image in turn.images
-        ),
-    ]
 
 
 @contextlib.contextmanager
