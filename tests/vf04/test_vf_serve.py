@@ -19,6 +19,7 @@ from tests.servers import (
     eval_environ,
     free_port,
     policy_server,
+    stop,
     wordle_uv_servers,
 )
 from tests.vf04.test_vf_eval import wait_until
@@ -27,7 +28,7 @@ from tests.vf04.test_vf_eval import wait_until
 @contextlib.contextmanager
 def env_server(taskset: dict, workers: int = 1) -> Iterator[tuple[str, int]]:
     """`serve_env` for an `openenv-v1` taskset config, in a process group of its
-    own; yields its address and pid, and stops it (SIGTERM, then SIGKILL)."""
+    own; yields its address and pid, and stops it (`stop`: SIGTERM, then SIGKILL)."""
     address = f"tcp://127.0.0.1:{free_port()}"
     config = json.dumps({"taskset": {"id": "openenv-v1", **taskset}})
     cmd = [sys.executable, "-m", "tests.vf04.env_server", address, config]
@@ -37,13 +38,7 @@ def env_server(taskset: dict, workers: int = 1) -> Iterator[tuple[str, int]]:
     try:
         yield address, proc.pid
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
 
 
 async def run_tasks(address: str, policy: str, tasks: list[dict]) -> list:
