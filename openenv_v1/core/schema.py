@@ -18,6 +18,7 @@ import ast
 import asyncio
 import functools
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.http_client import async_client
 
 MCP_ACTION_TITLES = frozenset({"Action", "CallToolAction", "ListToolsAction"})
 
@@ -195,7 +197,7 @@ async def fetch_action_spec(
 ) -> ActionSpec:
     """Read the server's action contract (see the module docstring). Each request,
     the `list_tools` step included, gets `timeout_s`."""
-    async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as http:
+    async with async_client(timeout_s) as http:
         try:
             response = await http.get(f"{base_url}/schema")
             response.raise_for_status()
@@ -271,11 +273,40 @@ def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
     """The reset parameters of the env classes under `source_dir`: subclasses of
     OpenEnv's `Environment` / `MCPEnvironment`, directly or through the project's own
     classes. Several env classes are merged (a key any of them takes is known). None
-    when no env class with a `reset` is found."""
+    when no env class with a `reset` is found.
+
+    Read once per state of the source files (path, size, mtime) and kept: every
+    episode of an eval asks. Thread-safe, and parses one tree at a time, since
+    CPython 3.11's `ast` is not safe to use from several threads at once (it fails
+    with "AST constructor recursion depth mismatch")."""
     root = Path(source_dir)
+    files = _python_files(root)
+    key = (str(root.resolve()), tuple(_file_stamp(path) for path in files))
+    with _reset_params_lock:
+        if key not in _reset_params_cache:
+            if len(_reset_params_cache) >= _RESET_PARAMS_CACHE_SIZE:
+                _reset_params_cache.clear()
+            _reset_params_cache[key] = _parse_reset_params(root, files)
+        return _reset_params_cache[key]
+
+
+_reset_params_lock = threading.Lock()
+_reset_params_cache: dict[tuple[str, tuple[Any, ...]], ResetParams | None] = {}
+_RESET_PARAMS_CACHE_SIZE = 64
+
+
+def _file_stamp(path: Path) -> tuple[str, int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (str(path), -1, -1)
+    return (str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _parse_reset_params(root: Path, files: list[Path]) -> ResetParams | None:
     # class name -> (base names, its reset / reset_async arguments, file)
     classes: dict[str, tuple[list[str], list[tuple[str, ast.arguments]], str]] = {}
-    for path in _python_files(root):
+    for path in files:
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
         except (OSError, SyntaxError, ValueError):
