@@ -1,0 +1,32 @@
+"""The HTTP clients the core opens (action schema, pool leases): one TLS context per
+process.
+
+httpx builds a new TLS context for every client it creates, loading the CA bundle
+(about 20 ms of CPU), even for plain-HTTP loopback URLs. An eval opens one or more
+short-lived clients per episode, so at hundreds of episodes that was seconds of CPU
+per minute; the clients made here share one context instead. Proxies are never
+read from the environment: env servers are reached directly.
+
+    async with async_client(timeout=10.0) as http:
+        await http.get(f"{base_url}/schema")
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+
+import httpx
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
+def async_client(timeout: float | None) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` with the process's shared TLS context."""
+    return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls())
+
+
+__all__ = ["async_client"]
