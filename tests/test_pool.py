@@ -33,7 +33,7 @@ def wordle_target(app: str = WORDLE_APP, **env_vars: str) -> EnvTarget:
 def pool_of(target: EnvTarget, **options):
     pool = ServerPool(target, **options)
     try:
-        yield pool, pool.start()
+        yield pool, pool.serve_http()
     finally:
         pool.close()
 

@@ -189,7 +189,7 @@ async def test_a_cancelled_rollout_stops_the_server_it_launched(when):
 async def test_a_cancelled_rollout_hands_back_its_shared_server():
     pool = ServerPool(uv_target(), sessions_per_server=1, max_servers=1)
     try:
-        target = uv_target(pool_url=pool.start())
+        target = uv_target(pool_url=pool.serve_http())
         started = asyncio.Event()
         rollout = asyncio.create_task(play(target, started))
         await asyncio.wait_for(started.wait(), 120)

@@ -3,8 +3,9 @@
 Four ways, chosen by `EnvTarget`:
 
 - `base_url`: connect to a running server; nothing is launched.
-- `pool_url`: lease a server from a `ServerPool` (shared UV-launched servers) and open
-  a session of one's own on it.
+- `pool` / `pool_url`: lease a server from a `ServerPool` (shared UV-launched
+  servers), in this process or over its loopback endpoint, and open a session of
+  one's own on it.
 - `env`: launch a server for this episode alone with OpenEnv's UV provider (extended
   by `SupervisedUVProvider`), or its Docker provider with `use_docker`.
 
@@ -23,12 +24,19 @@ import os
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from openenv_v1.core.errors import EnvFailure, describe, server_error_code
+from openenv_v1.core.http_client import async_client
 from openenv_v1.core.light_import import generic_client_class, without_gradio
 
 logger = logging.getLogger(__name__)
@@ -40,14 +48,17 @@ _START_KEYS = ("port", "env_vars", "workers")
 _MAX_REFUSALS = 50
 # Connection failures on leased servers before the rollout gives up.
 _MAX_UNREACHABLE = 3
+# Sends of one lease request to a pool's HTTP endpoint before the rollout gives up.
+_LEASE_SEND_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
 class EnvTarget:
     """Where an episode's environment comes from.
 
-    `base_url` connects to a running server and ignores everything else; `pool_url`
-    leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
+    `base_url` connects to a running server and ignores everything else; `pool`
+    (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
+    another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
     Hugging Face Space id) is launched for this episode with OpenEnv's UV provider, or
     its Docker provider when `use_docker`. `provider_kwargs` are OpenEnv's launch
     options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
@@ -60,6 +71,7 @@ class EnvTarget:
     provider_kwargs: Mapping[str, Any] = field(default_factory=dict)
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     pool_url: str | None = field(default=None, repr=False)
+    pool: PoolLeases | None = field(default=None, repr=False, compare=False)
     launch_timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     message_timeout_s: float = 60.0
@@ -93,7 +105,7 @@ async def open_env(
     the server is ready (which app it serves, and why)."""
     if target.base_url:
         return await _connect(target, target.base_url, stack, what="the OpenEnv server")
-    if target.pool_url:
+    if target.pool is not None or target.pool_url:
         return await _open_leased(target, stack)
     if not target.env:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
@@ -258,12 +270,16 @@ async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
     env's own in answer still means the session exists. A server that cannot be
     connected to goes back as `unreachable` (the pool replaces it if it is down), and
     the next one is tried, a few times at most."""
-    assert target.pool_url is not None
-    pool = _PoolClient(target.pool_url)
+    pool: PoolLeases
+    if target.pool is not None:
+        pool = target.pool
+    else:
+        assert target.pool_url is not None
+        pool = _PoolClient(target.pool_url)
     rejected: str | None = None
     unreachable: str | None = None
     unreachable_left = _MAX_UNREACHABLE
-    for attempt in range(_MAX_REFUSALS):
+    for _ in range(_MAX_REFUSALS):
         lease, url = await pool.lease(rejected=rejected, unreachable=unreachable)
         rejected = unreachable = None
         async with contextlib.AsyncExitStack() as session:
@@ -300,18 +316,36 @@ async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
                 if code == "CAPACITY_REACHED":
                     session.pop_all()  # the lease goes back as `rejected` instead
                     await client.close()
+                    # The pool learns the server's limit from this and finds (or
+                    # launches) room elsewhere, waiting if it must.
                     rejected = lease
-                    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
                     continue
                 # Any other error frame is the env's own (some envs refuse `state`
                 # before a reset): the session exists.
+            await pool.confirm(lease)
             stack.push_async_exit(session.pop_all())
             return client
     raise EnvFailure(f"the shared {target.env} servers kept refusing sessions")
 
 
+class PoolLeases(Protocol):
+    """Where a rollout leases a shared server: a `ServerPool`'s `local()` leases, or
+    `_PoolClient` over its HTTP endpoint."""
+
+    async def lease(
+        self, *, rejected: str | None, unreachable: str | None
+    ) -> tuple[str, str]: ...
+
+    async def confirm(self, lease: str) -> None:
+        """The server accepted the leased session."""
+
+    async def release(self, lease: str) -> None: ...
+
+
 class _PoolClient:
-    """The rollout side of a `ServerPool`'s lease endpoint."""
+    """The rollout side of a `ServerPool`'s lease endpoint. A request the endpoint
+    could not take (a reset or refused connection in a burst) is sent again, a few
+    times with backoff; the pool's answers themselves are not retried."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -322,8 +356,15 @@ class _PoolClient:
         body = {"pid": os.getpid(), "rejected": rejected, "unreachable": unreachable}
         try:
             # The pool answers once a server is up or the wait is over: no timeout.
-            async with httpx.AsyncClient(timeout=None, trust_env=False) as http:
-                response = await http.post(f"{self.url}/lease", json=body)
+            async with async_client(None) as http:
+                async for attempt in AsyncRetrying(
+                    retry=retry_if_exception_type(httpx.TransportError),
+                    stop=stop_after_attempt(_LEASE_SEND_ATTEMPTS),
+                    wait=wait_exponential_jitter(multiplier=0.05, max=2.0),
+                    reraise=True,
+                ):
+                    with attempt:
+                        response = await http.post(f"{self.url}/lease", json=body)
             reply = response.json()
         except (httpx.HTTPError, ValueError) as e:
             raise EnvFailure(
@@ -333,7 +374,15 @@ class _PoolClient:
             raise EnvFailure(reply.get("error") or f"HTTP {response.status_code}")
         return reply["lease"], reply["url"]
 
+    async def confirm(self, lease: str) -> None:
+        await self._tell("confirm", lease)
+
     async def release(self, lease: str) -> None:
+        await self._tell("release", lease)
+
+    async def _tell(self, action: str, lease: str) -> None:
+        """A notice the rollout need not wait on the answer of (a lost one is made
+        up for by the pool: a dead process's leases are reclaimed)."""
         with contextlib.suppress(httpx.HTTPError):
-            async with httpx.AsyncClient(timeout=5.0, trust_env=False) as http:
-                await http.post(f"{self.url}/release", json={"lease": lease})
+            async with async_client(5.0) as http:
+                await http.post(f"{self.url}/{action}", json={"lease": lease})

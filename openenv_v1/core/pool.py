@@ -5,15 +5,20 @@ its session limit. So one launched server can serve many rollouts at once, inste
 each rollout paying for its own `uv run ... uvicorn` start. `ServerPool` lives in the
 process that builds the taskset (the eval, or one env-server worker):
 
-- it launches the first server as soon as it is built, so the start-up overlaps the
-  framework's own;
-- rollouts lease a server over a small loopback HTTP endpoint (`LEASE_PATH`); a lease
-  names the server URL and is returned when the rollout ends, or reclaimed when the
-  leasing process is gone;
+- it launches the first server as soon as it is started, so the start-up overlaps
+  the framework's own;
+- rollouts lease a server: in the pool's own process through `local()` (verifiers
+  0.4, where every episode runs in the eval or env-server process), or from other
+  processes over a small loopback HTTP endpoint (`serve_http()`, `LEASE_PATH`; verifiers
+  0.2's user simulators). A lease names the server URL and is returned when the
+  rollout ends, or reclaimed when the leasing process is gone;
 - the session limit is learned: a rollout refused with `CAPACITY_REACHED` hands its
-  lease back as `rejected`, which caps that server at the sessions it already holds,
-  and one more server is launched (up to `max_servers`, if set) while every one is
-  full;
+  lease back as `rejected`, which caps that server at the sessions it already holds;
+  while every server is full, as many more are launched at once as the waiting
+  leases need (up to `max_servers`, if set, and while the host keeps memory for
+  one more: `MEMORY_FLOOR_BYTES`, or twice the largest server's, is left free);
+- a lease waits while servers start or sessions end; it fails only when every
+  server stayed full, with no session ending, for `capacity_wait_s`;
 - a failed launch (wrong `app`, missing dependency) fails every waiting lease at once
   with the launcher's diagnosis; a server that dies later is dropped and replaced, as
   is one a rollout could not reach (its lease handed back as `unreachable`) that then
@@ -26,10 +31,12 @@ run at exit) stops them all.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import json
 import logging
+import math
 import os
 import secrets
 import threading
@@ -39,8 +46,10 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe
@@ -49,7 +58,15 @@ from openenv_v1.core.launch import EnvTarget, uv_launch_failure, uv_launch_plan
 logger = logging.getLogger(__name__)
 
 LEASE_PATH = "lease"
+CONFIRM_PATH = "confirm"
 RELEASE_PATH = "release"
+PROBE_WINDOW = 16
+"""Sessions on trial at once on a server whose session limit is not yet known."""
+MEMORY_FLOOR_BYTES = 1 << 30
+"""Memory left free on the host when no `max_servers` bounds the launches."""
+_WAIT_POLL_S = 0.5
+"""A waiting lease re-checks at least this often (dead leasers, dead servers)."""
+_REAP_EVERY_S = 0.2
 
 
 @dataclass(eq=False)
@@ -60,10 +77,27 @@ class _Server:
     capacity: int | None = None
     """Sessions it accepts at once; None until configured or learned."""
     leases: set[str] = field(default_factory=set)
+    confirmed: set[str] = field(default_factory=set)
+    """Leases whose session the server accepted (a first request answered)."""
+    rss: int = 0
+    """Resident memory of its process group when it came up, in bytes."""
 
     def has_room(self) -> bool:
-        return self.ready and (
-            self.capacity is None or len(self.leases) < self.capacity
+        if not self.ready:
+            return False
+        if self.capacity is None:
+            # Unknown limit: a few sessions on trial at a time, so a burst does not
+            # pile hundreds of doomed connections onto a server that takes one.
+            return len(self.leases) - len(self.confirmed) < PROBE_WINDOW
+        return len(self.leases) < self.capacity
+
+    def settling(self) -> bool:
+        """Full on paper, but some sessions are not yet accepted or refused: its
+        limit may still turn out higher (refusals lower it to what it accepted)."""
+        return (
+            self.capacity is not None
+            and len(self.leases) >= self.capacity
+            and len(self.confirmed) < len(self.leases)
         )
 
     def alive(self) -> bool:
@@ -76,11 +110,19 @@ class _Lease:
     pid: int
 
 
+@dataclass
+class _Wait:
+    """One lease request's view of how long every server has been full."""
+
+    full_since: float | None = None
+
+
 class ServerPool:
     """Shared UV-launched servers for one env target; see the module docstring.
 
-    `start()` returns the lease endpoint's base URL, which rollouts pass as
-    `EnvTarget.pool_url`. Thread-safe; `close()` is idempotent.
+    `start()` launches the first server; rollouts in this process lease through
+    `local()`, rollouts in other processes through the URL `serve_http()` returns
+    (`EnvTarget.pool_url`). Thread-safe; `close()` is idempotent.
     """
 
     def __init__(
@@ -101,84 +143,123 @@ class ServerPool:
         self._cond = threading.Condition()
         self._servers: list[_Server] = []
         self._leases: dict[str, _Lease] = {}
+        self._waiting = 0
+        """Lease requests waiting for room."""
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._last_release = time.monotonic()
+        self._last_reap = 0.0
         self._failure: str | None = None
         self._closed = False
+        self._started = False
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
         self._http: ThreadingHTTPServer | None = None
         self._token = secrets.token_urlsafe(16)
 
     @property
     def url(self) -> str:
-        assert self._http is not None, "ServerPool.start() was not called"
+        assert self._http is not None, "ServerPool.serve_http() was not called"
         host, port = self._http.server_address[:2]
         return f"http://{host}:{port}/{self._token}"
 
-    def start(self) -> str:
-        """Serve leases and launch the first server; returns the lease endpoint URL."""
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._http.daemon_threads = True
-        threading.Thread(
-            target=self._http.serve_forever, name="openenv-v1-pool", daemon=True
-        ).start()
+    def start(self) -> None:
+        """Launch the first server; returns at once (it comes up in the background)."""
         with self._cond:
+            if self._started:
+                return
+            self._started = True
             self._launch_locked()
         atexit.register(self.close)
+
+    def serve_http(self) -> str:
+        """Start the pool (if not yet) and serve leases to other processes on
+        loopback; returns the lease endpoint's URL."""
+        if self._http is None:
+            self._http = _LeaseHTTPServer(("127.0.0.1", 0), _handler_for(self))
+            self._http.daemon_threads = True
+            threading.Thread(
+                target=self._http.serve_forever, name="openenv-v1-pool", daemon=True
+            ).start()
+        self.start()
         return self.url
+
+    def local(self) -> LocalLeases:
+        """Leases for rollouts in this process: no socket, no thread per wait."""
+        self.start()
+        return LocalLeases(self)
 
     def lease(
         self, pid: int, rejected: str | None = None, unreachable: str | None = None
     ) -> tuple[str, str]:
         """A `(lease id, server URL)` with room for one more session, waiting for a
         server to start or a session to end. Raises `EnvFailure` when no server can be
-        had: a failed launch (with its diagnosis), or every server full for longer than
-        `capacity_wait_s`.
+        had: a failed launch (with its diagnosis), or every server full, with no
+        session ending, for longer than `capacity_wait_s`.
 
         `rejected` hands back a lease whose server answered `CAPACITY_REACHED`;
         `unreachable` one whose server could not be connected to, which is dropped
-        (and stopped) unless it answers `/health`."""
+        (and stopped) unless it answers `/health`. Blocks the calling thread; see
+        `lease_async` for the event loop's way."""
         if unreachable is not None:
             self._check_unreachable(unreachable)
-        full_since: float | None = None
+        wait = _Wait()
         with self._cond:
             if rejected is not None:
                 self._learn_capacity_locked(rejected)
+            self._waiting += 1
+            try:
+                while (got := self._try_lease_locked(pid, wait)) is None:
+                    self._cond.wait(_WAIT_POLL_S)
+                return got
+            finally:
+                self._waiting -= 1
+
+    async def lease_async(
+        self, rejected: str | None = None, unreachable: str | None = None
+    ) -> tuple[str, str]:
+        """`lease` for a rollout on this process's event loop: it waits on a future
+        the pool completes when a server comes up or a session ends, so hundreds of
+        waiting rollouts hold no thread."""
+        if unreachable is not None:
+            await anyio.to_thread.run_sync(self._check_unreachable, unreachable)
+        loop = asyncio.get_running_loop()
+        wait, pid = _Wait(), os.getpid()
+        with self._cond:
+            if rejected is not None:
+                self._learn_capacity_locked(rejected)
+            self._waiting += 1
+        try:
             while True:
-                if self._closed:
-                    raise EnvFailure("the shared env server pool was closed")
-                self._reap_locked()
-                candidates = [s for s in self._servers if s.has_room()]
-                if candidates:
-                    server = min(candidates, key=lambda s: len(s.leases))
-                    lease_id = uuid.uuid4().hex
-                    server.leases.add(lease_id)
-                    self._leases[lease_id] = _Lease(server, pid)
-                    assert server.url is not None
-                    return lease_id, server.url
-                if any(not s.ready for s in self._servers):
-                    # A server is starting: its own launch timeout bounds the wait.
-                    full_since = None
-                elif self._failure is not None:
-                    raise EnvFailure(self._failure)
-                elif (
-                    self._max_servers is None or len(self._servers) < self._max_servers
-                ):
-                    self._launch_locked()
-                    continue
-                else:
-                    full_since = full_since or time.monotonic()
-                    if time.monotonic() - full_since >= self._capacity_wait_s:
-                        raise EnvFailure(
-                            f"{self._target.env}: all {len(self._servers)} shared env "
-                            "server(s) stayed at their session limit for "
-                            f"{self._capacity_wait_s:.0f}s (raise taskset.max_servers, "
-                            "or lower the eval's concurrency)"
-                        )
-                self._cond.wait(0.5)
+                changed = loop.create_future()
+                with self._cond:
+                    got = self._try_lease_locked(pid, wait)
+                    if got is not None:
+                        return got
+                    self._async_waiters.append((loop, changed))
+                await asyncio.wait([changed], timeout=_WAIT_POLL_S)
+        finally:
+            with self._cond:
+                self._waiting -= 1
+
+    def confirm(self, lease_id: str) -> None:
+        """The leased session was accepted: it counts toward what the server is
+        known to hold (and a limit learned too low is raised to it)."""
+        with self._cond:
+            lease = self._leases.get(lease_id)
+            if lease is None:
+                return
+            server = lease.server
+            news = server.capacity is None or server.settling()
+            server.confirmed.add(lease_id)
+            if server.capacity is not None and len(server.confirmed) > server.capacity:
+                server.capacity = len(server.confirmed)
+            if news:  # a trial slot opened, or a settling server settled a bit
+                self._notify_locked()
 
     def release(self, lease_id: str) -> None:
         with self._cond:
             if self._drop_lease_locked(lease_id) is not None:
-                self._cond.notify_all()
+                self._last_release = time.monotonic()
+                self._notify_locked()
 
     def close(self) -> None:
         """Stop serving leases and stop every launched server (their whole process
@@ -189,7 +270,7 @@ class ServerPool:
             self._closed = True
             servers, self._servers = self._servers, []
             self._leases.clear()
-            self._cond.notify_all()
+            self._notify_locked()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
@@ -205,7 +286,99 @@ class ServerPool:
         with self._cond:
             return [s.url for s in self._servers if s.ready and s.url]
 
+    def leases_held(self) -> int:
+        """Leases not yet handed back, for logs and tests."""
+        with self._cond:
+            return len(self._leases)
+
+    def launched(self) -> int:
+        """Servers launched so far, up or starting, for logs and benchmarks."""
+        with self._cond:
+            return len(self._servers)
+
     # --- internals; `_locked` methods run with `self._cond` held ---
+
+    def _try_lease_locked(self, pid: int, wait: _Wait) -> tuple[str, str] | None:
+        """A lease on the least busy server with room, or None to wait; launches the
+        servers the waiting leases need. Raises `EnvFailure` as `lease` says."""
+        if self._closed:
+            raise EnvFailure("the shared env server pool was closed")
+        self._reap_locked()
+        candidates = [s for s in self._servers if s.has_room()]
+        if candidates:
+            server = min(candidates, key=lambda s: len(s.leases))
+            lease_id = uuid.uuid4().hex
+            server.leases.add(lease_id)
+            self._leases[lease_id] = _Lease(server, pid)
+            assert server.url is not None
+            return lease_id, server.url
+        starting = any(not s.ready for s in self._servers)
+        if not starting and self._failure is not None:
+            raise EnvFailure(self._failure)
+        if any(s.settling() or s.capacity is None for s in self._servers):
+            # Sessions on trial (on a server of unknown limit, or one that may
+            # hold more than it seemed) end within one request's timeout; then the
+            # limits are known and the launches below fit the demand.
+            return None
+        if starting or self._grow_locked():
+            # A starting server's own launch timeout bounds the wait.
+            wait.full_since = None
+            return None
+        now = time.monotonic()
+        wait.full_since = wait.full_since or now
+        stuck_since = max(wait.full_since, self._last_release)
+        if now - stuck_since >= self._capacity_wait_s:
+            raise EnvFailure(
+                f"{self._target.env}: all {len(self._servers)} shared env "
+                "server(s) stayed at their session limit, with no session ending, "
+                f"for {self._capacity_wait_s:.0f}s ({self._growth_limit()}; raise "
+                "taskset.max_servers or the server's session limit, or lower the "
+                "eval's concurrency)"
+            )
+        return None
+
+    def _grow_locked(self) -> bool:
+        """Every server is up and full: launch as many as the leases held and waited
+        for need, at the largest session limit seen. False when none may be
+        launched (`max_servers`, or the host's memory)."""
+        per_server = max(
+            (s.capacity for s in self._servers if s.capacity is not None), default=1
+        )
+        demand = len(self._leases) + self._waiting
+        room = sum(s.capacity or per_server for s in self._servers)
+        wanted = max(1, math.ceil((demand - room) / per_server))
+        if self._max_servers is not None:
+            wanted = min(wanted, self._max_servers - len(self._servers))
+        launched = 0
+        while launched < wanted and self._memory_allows_launch_locked():
+            self._launch_locked()
+            launched += 1
+        return launched > 0
+
+    def _growth_limit(self) -> str:
+        if self._max_servers is not None and len(self._servers) >= self._max_servers:
+            return f"max_servers is {self._max_servers}"
+        return "the host has too little free memory for another server"
+
+    def _memory_allows_launch_locked(self) -> bool:
+        """With no `max_servers`, a launch must leave `MEMORY_FLOOR_BYTES` free, or
+        twice the memory of the largest running server, whichever is more."""
+        if self._max_servers is not None or not self._servers:
+            return True
+        available = _available_memory()
+        if available is None:
+            return True
+        largest = max((s.rss for s in self._servers), default=0)
+        return available - largest >= max(MEMORY_FLOOR_BYTES, 2 * largest)
+
+    def _notify_locked(self) -> None:
+        """Wake every waiting lease: threads on the condition, coroutines through
+        their future (on their own loop)."""
+        self._cond.notify_all()
+        waiters, self._async_waiters = self._async_waiters, []
+        for loop, changed in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_complete, changed)
 
     def _launch_locked(self) -> None:
         provider, start_args = uv_launch_plan(self._target)
@@ -231,12 +404,13 @@ class ServerPool:
                 if server in self._servers:
                     self._servers.remove(server)
                 self._failure = str(uv_launch_failure(self._target, e))
-                self._cond.notify_all()
+                self._notify_locked()
             logger.error("%s", self._failure)
             return
+        rss = _group_rss(server.provider)
         with self._cond:
-            server.url, server.ready = url, True
-            self._cond.notify_all()
+            server.url, server.ready, server.rss = url, True, rss
+            self._notify_locked()
         choice = server.provider.app_choice
         logger.info(
             "shared env server for %s up at %s, serving app %s (%s)",
@@ -254,6 +428,7 @@ class ServerPool:
         lease = self._leases.pop(lease_id, None)
         if lease is not None:
             lease.server.leases.discard(lease_id)
+            lease.server.confirmed.discard(lease_id)
         return lease
 
     def _learn_capacity_locked(self, lease_id: str) -> None:
@@ -261,16 +436,22 @@ class ServerPool:
         if lease is None:
             return
         server = lease.server
-        limit = max(1, len(server.leases))
+        limit = max(1, len(server.confirmed))
         if server.capacity is None or limit < server.capacity:
             server.capacity = limit
             logger.info("env server %s holds at most %d sessions", server.url, limit)
-        self._cond.notify_all()
+        self._notify_locked()
 
     def _reap_locked(self) -> None:
-        """Drop leases of processes that are gone and servers that died."""
+        """Drop leases of processes that are gone and servers that died (at most
+        every `_REAP_EVERY_S`: a burst of waiting leases all tries at once)."""
+        now = time.monotonic()
+        if now - self._last_reap < _REAP_EVERY_S:
+            return
+        self._last_reap = now
+        own = os.getpid()
         for lease_id, lease in list(self._leases.items()):
-            if not _pid_alive(lease.pid):
+            if lease.pid != own and not _pid_alive(lease.pid):
                 self._drop_lease_locked(lease_id)
         for server in list(self._servers):
             if server.ready and not server.alive():
@@ -282,7 +463,7 @@ class ServerPool:
         ask `/health` itself, off the lock, and drop the server if it does not answer."""
         with self._cond:
             lease = self._drop_lease_locked(lease_id)
-            self._cond.notify_all()
+            self._notify_locked()
         if lease is None or lease.server.url is None:
             return
         if _answers_health(lease.server.url):
@@ -299,10 +480,69 @@ class ServerPool:
         for lease_id in server.leases:
             self._leases.pop(lease_id, None)
         server.leases.clear()
+        server.confirmed.clear()
         threading.Thread(
             target=_kill_quietly, args=(server.provider,), name="openenv-v1-stop"
         ).start()
-        self._cond.notify_all()
+        self._notify_locked()
+
+
+class LocalLeases:
+    """The lease side of a `ServerPool` for rollouts in the pool's own process; the
+    same two calls as the HTTP client of `serve_http()`'s endpoint."""
+
+    def __init__(self, pool: ServerPool) -> None:
+        self._pool = pool
+
+    async def lease(
+        self, *, rejected: str | None, unreachable: str | None
+    ) -> tuple[str, str]:
+        return await self._pool.lease_async(rejected=rejected, unreachable=unreachable)
+
+    async def confirm(self, lease: str) -> None:
+        self._pool.confirm(lease)
+
+    async def release(self, lease: str) -> None:
+        # No await: a cancelled rollout's exit stack still hands the lease back.
+        self._pool.release(lease)
+
+
+class _LeaseHTTPServer(ThreadingHTTPServer):
+    # The listen backlog: a burst of rollouts asks for leases at once (socketserver's
+    # default of 5 resets connections past the fifth).
+    request_queue_size = 4096
+
+
+def _complete(changed: asyncio.Future) -> None:
+    if not changed.done():
+        changed.set_result(None)
+
+
+def _available_memory() -> int | None:
+    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def _group_rss(provider: Any) -> int:
+    """Resident memory of a server's process group (it is its own session leader),
+    in bytes; 0 when unknown."""
+    pid = getattr(provider, "pid", None)
+    if not pid:
+        return 0
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # Fields after the command name: state ppid pgrp ... rss is field 24.
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            if int(fields[2]) == pid:
+                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return total
 
 
 def _answers_health(url: str, timeout_s: float = 2.0) -> bool:
@@ -347,6 +587,9 @@ def _handler_for(pool: ServerPool) -> type[BaseHTTPRequestHandler]:
                         unreachable=body.get("unreachable"),
                     )
                     self._reply(200, {"lease": lease_id, "url": url})
+                elif action == CONFIRM_PATH:
+                    pool.confirm(str(body["lease"]))
+                    self._reply(200, {})
                 elif action == RELEASE_PATH:
                     pool.release(str(body["lease"]))
                     self._reply(200, {})

@@ -104,7 +104,9 @@ def _is_object(arguments: str) -> bool:
 def _publish(trace: vf.Trace) -> None:
     """Mirror the episode account onto the trace, which keeps it even if the rollout
     errors before scoring (the state itself is never serialized)."""
-    trace.info["openenv"] = account(trace.state).info()
+    report = account(trace.state)
+    trace.info["openenv"] = report.info()
+    trace.info["openenv_timing"] = report.timing()
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
@@ -137,7 +139,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                 max_servers=config.max_servers,
                 capacity_wait_s=user.capacity_wait_s,
             )
-            user = user.model_copy(update={"pool_url": self.pool.start()})
+            user = user.model_copy(update={"pool_url": self.pool.serve_http()})
         elif secret_env and not config.base_url:
             # The rollout launches its server itself, from a process that may not see
             # these variables (verifiers strips *API_KEY* ones): hand the values over

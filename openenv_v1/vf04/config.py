@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 
 from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import ToolCalls
+from openenv_v1.core.launch import PoolLeases
 from openenv_v1.settings import EpisodeSettings
 
 
@@ -100,16 +101,16 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
             )
         return {name: os.environ[name] for name in self.forward_env}
 
-    def target(self, *, pool_url: str | None = None) -> EnvTarget:
+    def target(self, *, pool: PoolLeases | None = None) -> EnvTarget:
         """Where an episode's env comes from: `base_url`, a lease from the shared
-        servers at `pool_url`, or a launch of `env` of its own."""
+        servers' `pool`, or a launch of `env` of its own."""
         return EnvTarget(
             env=None if self.base_url else self.env,
             base_url=self.base_url,
             use_docker=bool(self.use_docker and not self.base_url),
             provider_kwargs=self.provider_kwargs,
             secret_env=self.forwarded_values() if not self.base_url else {},
-            pool_url=None if self.base_url else pool_url,
+            pool=None if self.base_url else pool,
             launch_timeout_s=self.launch_timeout_s,
             connect_timeout_s=self.connect_timeout_s,
             message_timeout_s=self.message_timeout_s(),

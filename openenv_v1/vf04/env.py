@@ -32,7 +32,7 @@ import verifiers.v1 as vf
 
 from openenv_v1.core import EnvEpisode, EpisodeReport, open_episode
 from openenv_v1.core.errors import setup_failure
-from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.pool import LocalLeases, ServerPool
 from openenv_v1.core.turns import Turn
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.chat import OpenEnvChatHarness
@@ -57,7 +57,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
         if taskset_config.tool_calls == "native":
             self._require_chat_harness(config)
         self.pool: ServerPool | None = None
-        self._pool_url: str | None = None
+        self._leases: LocalLeases | None = None
         route_to_verifiers()
 
     def _require_chat_harness(self, config: OpenEnvEnvConfig) -> None:
@@ -83,20 +83,21 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 max_servers=config.max_servers,
                 capacity_wait_s=config.capacity_wait_s,
             )
-            # start() launches the first server from its own thread, which owns
-            # the servers' parent-death signal; it returns at once.
-            self._pool_url = self.pool.start()
+            # The first server is launched from the pool's own thread, which owns
+            # the servers' parent-death signal; this returns at once. Episodes run
+            # in this process, so they lease in process: no socket, no thread.
+            self._leases = self.pool.local()
 
     async def stop(self) -> None:
         """Stop the shared env servers (their whole process groups)."""
-        pool, self.pool, self._pool_url = self.pool, None, None
+        pool, self.pool, self._leases = self.pool, None, None
         if pool is not None:
             await anyio.to_thread.run_sync(pool.close)
 
     async def run(self, task: vf.Task, agents: vf.Agents) -> None:
         config = self.openenv
         data = task.data
-        target = config.target(pool_url=self._pool_url)
+        target = config.target(pool=self._leases)
         async with contextlib.AsyncExitStack() as stack:
             # A failure before the first turn fails the episode at once, before any
             # model call (there is nothing to keep yet).
@@ -152,7 +153,8 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
 
 
 def record(trace: vf.Trace, report: EpisodeReport) -> None:
-    """The episode account onto the trace: reward, metrics and `info["openenv"]`."""
+    """The episode account onto the trace: reward, metrics, `info["openenv"]` and
+    the env's own time in `info["openenv_timing"]`."""
     trace.record_reward("openenv_reward", report.reward)
     trace.record_metric("openenv_steps", report.steps)
     trace.record_metric("openenv_invalid_action_count", report.invalid_actions)
@@ -162,6 +164,7 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
     if report.error is not None:
         info["error"] = report.error
     trace.info["openenv"] = info
+    trace.info["openenv_timing"] = report.timing()
 
 
 def user_message(turn: Turn) -> list[vf.UserMessage]:
