@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -90,6 +91,10 @@ class EpisodeReport:
     error: str | None = None
     signals: dict[str, float] = field(default_factory=dict)
     """Named reward signals the env reported on its last step (observation metadata)."""
+    reset_s: float | None = None
+    """Wall seconds the reset took, as the client saw it (request and server work)."""
+    step_s: list[float] = field(default_factory=list)
+    """Wall seconds of each answered step, in order, as the client saw them."""
 
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
@@ -106,6 +111,14 @@ class EpisodeReport:
         if self.signals:
             info["signals"] = dict(self.signals)
         return info
+
+    def timing(self) -> dict[str, Any]:
+        """How long the env took, as the trace's `info["openenv_timing"]` shows it:
+        `reset_s` and each step's `step_s`, in milliseconds' precision."""
+        return {
+            "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
+            "step_s": [round(t, 4) for t in self.step_s],
+        }
 
     def count_invalid(self, limit: int) -> int:
         """Count one invalid action and return how many more in a row end the
@@ -158,6 +171,7 @@ class EnvEpisode:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
         server at capacity retried for up to `capacity_wait_s` first."""
         self._warn_unknown_reset_keys(kwargs)
+        started = time.perf_counter()
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_at_capacity),
@@ -187,6 +201,7 @@ class EnvEpisode:
                     f"{server_error_message(e)}"
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
+        self.report.reset_s = time.perf_counter() - started
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
@@ -236,6 +251,7 @@ class EnvEpisode:
                 "the env server closed the session (it stopped, restarted or dropped "
                 "the connection); not reconnecting to a fresh env mid-episode"
             )
+        started = time.perf_counter()
         try:
             result = await self._step(action)
         except TimeoutError:
@@ -254,6 +270,7 @@ class EnvEpisode:
                 )
             return self._failed(f"step failed: {describe(e)}")
         report = self.report
+        report.step_s.append(time.perf_counter() - started)
         report.steps += 1
         self._absorb(result)
         if report.done:

@@ -27,6 +27,8 @@ def mirror(report: EpisodeReport, state: OpenEnvState) -> None:
     state.stop_reason = report.stop_reason
     state.error = report.error
     state.signals = dict(report.signals)
+    state.reset_s = report.reset_s
+    state.step_s = list(report.step_s)
 
 
 def account(state: OpenEnvState) -> EpisodeReport:
@@ -40,6 +42,8 @@ def account(state: OpenEnvState) -> EpisodeReport:
         stop_reason=state.stop_reason,  # type: ignore[arg-type]
         error=state.error,
         signals=dict(state.signals),
+        reset_s=state.reset_s,
+        step_s=list(state.step_s),
     )
 
 

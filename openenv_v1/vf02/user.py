@@ -67,6 +67,10 @@ class OpenEnvState(vf.State):
     """`done`, `invalid_actions` or `error` once the episode is over."""
     error: str | None = None
     signals: dict[str, float] = {}
+    reset_s: float | None = None
+    """Wall seconds of the reset, as the simulator's client saw it."""
+    step_s: list[float] = []
+    """Wall seconds of each answered step, in order."""
     tools: list[dict[str, Any]] | None = None
     """Native tool calling: the model's tools (`name`, `description`,
     `input_schema`), left by the simulator after reset (None in text mode)."""
