@@ -50,7 +50,9 @@ class EpisodeSettings(BaseModel):
     """Consecutive invalid actions (unparseable, against the schema, rejected by the
     server) that end the episode with stop condition `openenv_invalid_actions`."""
     capacity_wait_s: float = 30.0
-    """Seconds to retry, with backoff, a server that is at its session limit."""
+    """Seconds a rollout waits for a session while every shared server is full and
+    none of their sessions ends (then it fails, naming the limit); also how long a
+    reset refused at capacity is retried, with backoff."""
     observation_format: ObservationFormat = "text"
     """How observations are shown to the model: `text` (one line per field, the text
     field as is, history lists only with their new entries) or `json` (compact

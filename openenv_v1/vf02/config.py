@@ -58,9 +58,10 @@ class OpenEnvConfig(vf.TasksetConfig):
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""
     max_servers: int | None = Field(None, ge=1)
-    """Most shared servers launched at once for this taskset; unset, one more is
-    launched whenever all are full (an env without concurrent sessions then gets a
-    server per concurrent rollout, reused by later ones)."""
+    """Most shared servers launched at once; unset, while all are full the pool
+    launches as many as the waiting rollouts need, as long as the host keeps 1 GiB (or
+    twice the largest server's memory) free. An env without concurrent sessions gets
+    a server per concurrent rollout, reused by later ones."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     tool_calls: ToolCalls = "text"

@@ -57,8 +57,10 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""
     max_servers: int | None = Field(None, ge=1)
-    """Most shared servers launched at once; unset, one more is launched whenever all
-    are full."""
+    """Most shared servers launched at once; unset, while all are full the pool
+    launches as many as the waiting rollouts need, as long as the host keeps 1 GiB (or
+    twice the largest server's memory) free. An env without concurrent sessions gets
+    a server per concurrent rollout, reused by later ones."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
