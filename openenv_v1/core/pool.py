@@ -145,7 +145,9 @@ class ServerPool:
         self._leases: dict[str, _Lease] = {}
         self._waiting = 0
         """Lease requests waiting for room."""
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = (
+            set()
+        )
         self._last_release = time.monotonic()
         self._last_reap = 0.0
         self._failure: str | None = None
@@ -234,8 +236,12 @@ class ServerPool:
                     got = self._try_lease_locked(pid, wait)
                     if got is not None:
                         return got
-                    self._async_waiters.append((loop, changed))
-                await asyncio.wait([changed], timeout=_WAIT_POLL_S)
+                    self._async_waiters.add((loop, changed))
+                try:
+                    await asyncio.wait([changed], timeout=_WAIT_POLL_S)
+                finally:
+                    with self._cond:
+                        self._async_waiters.discard((loop, changed))
         finally:
             with self._cond:
                 self._waiting -= 1
@@ -375,7 +381,7 @@ class ServerPool:
         """Wake every waiting lease: threads on the condition, coroutines through
         their future (on their own loop)."""
         self._cond.notify_all()
-        waiters, self._async_waiters = self._async_waiters, []
+        waiters, self._async_waiters = self._async_waiters, set()
         for loop, changed in waiters:
             with contextlib.suppress(RuntimeError):  # that loop is closed
                 loop.call_soon_threadsafe(_complete, changed)
