@@ -543,7 +543,9 @@ def raw_leg(
                 async with gate:
                     try:
                         async with client_class(
-                            base_url=urls[i % len(urls)], message_timeout_s=120
+                            base_url=urls[i % len(urls)],
+                            connect_timeout_s=120,
+                            message_timeout_s=120,
                         ) as client:
                             reply = await client.reset(seed=i)
                             seen = str(reply.observation)

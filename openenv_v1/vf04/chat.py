@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import verifiers.v1 as vf
 from verifiers.v1.dialects.chat import message_to_wire
 
+from openenv_v1.core.http_client import async_client
 from openenv_v1.vf04.native import EpisodeTools, borrowed
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
             api_key=secret,
             timeout=self.config.request_timeout_s,
             max_retries=2,
+            # A client per segment is cheap only with the process's TLS context:
+            # the OpenAI client's own loads the CA bundle (~25 ms of CPU) each time.
+            http_client=async_client(self.config.request_timeout_s),
         ) as client:
             if tools is None:
                 await client.chat.completions.create(model=ctx.model, messages=messages)
