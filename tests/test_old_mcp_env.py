@@ -13,6 +13,7 @@ import time
 import pytest
 
 from openenv_v1.core.launch import EnvTarget, uv_launch_plan
+from openenv_v1.core.mcp_route import locked_core_version, needs_session_rpc
 from openenv_v1.core.uv_launch import prepared_env_dir
 from tests.servers import recorded_requests
 from tests.test_layouts import (
@@ -34,6 +35,14 @@ TALLY_SCRIPT = [
     '{"tool_name": "add", "arguments": {"n": -3}}',
 ]
 """From `{"seed": 5}`: tally 8, a report, then three refused calls in a row."""
+
+
+def test_only_an_env_locked_to_openenv_core_0_2_2_gets_the_json_rpc_route():
+    assert locked_core_version(PROJECT) == "0.2.2"
+    assert needs_session_rpc(PROJECT)
+    assert locked_core_version(LAYOUTS / "mcp_meta_env") is None  # openenv 0.10
+    assert not needs_session_rpc(LAYOUTS / "mcp_meta_env")
+    assert not needs_session_rpc(None)  # a server by URL: no lock to read
 
 
 @pytest.fixture
