@@ -454,7 +454,7 @@ async def _seed_check(
             client = route_mcp_steps(
                 await open_env(session, stack),
                 env_source_dir(options.target),
-                session.label,
+                options.target.label,
             )
             again = await _retry_capacity(
                 lambda: _call("reset", client.reset(**options.reset), options.timeout_s)

@@ -22,7 +22,7 @@ steps.
 On this route a tool call is still one step of the episode (counted; its result is
 the observation, rendered as a `call_tool` step's; a failed call is an invalid
 action), but the env's `step()` does not run: a call brings no reward and never
-`done` (echo_env's calls bring neither either), and the env's own step count stays.
+`done` (echo_env's calls bring neither on any version), and the env's own step count stays.
 
     client = route_mcp_steps(await open_env(target, stack), project_dir, target.label)
 """
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import tomllib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,20 +55,22 @@ RPC_ROUTE_NOTE = (
 """How a report says that an env's tool calls take the JSON-RPC route."""
 
 _warned: set[str] = set()
+# A `[[package]]` entry of uv.lock starts with its name, then its version.
+_LOCKED_CORE = re.compile(
+    r'^\[\[package\]\]\nname = "openenv-core"\nversion = "(?P<version>[^"]+)"', re.M
+)
 
 
 def locked_core_version(project_dir: str | Path) -> str | None:
     """The openenv-core version the project's `uv.lock` pins, or None (no lock, no
-    openenv-core in it, or unreadable)."""
+    openenv-core in it, or unreadable). Read per rollout, so the lock is searched
+    for its package entry rather than parsed whole (thousands of lines)."""
     try:
-        lock = tomllib.loads((Path(project_dir) / "uv.lock").read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        text = (Path(project_dir) / "uv.lock").read_text()
+    except (OSError, UnicodeDecodeError):
         return None
-    for package in lock.get("package") or ():
-        if isinstance(package, dict) and package.get("name") == "openenv-core":
-            version = package.get("version")
-            return str(version) if version is not None else None
-    return None
+    found = _LOCKED_CORE.search(text)
+    return found["version"] if found else None
 
 
 def needs_session_rpc(project_dir: str | Path | None) -> bool:
