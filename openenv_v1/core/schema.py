@@ -4,7 +4,8 @@
 `Action`, `CallToolAction` or `ListToolsAction`, or any action with a `type` of
 `call_tool`) is driven through `call_tool` actions instead, so its tools are discovered:
 first with a `list_tools` step, and when that fails (servers whose action class
-subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`.
+subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`. (For an
+env on openenv-core 0.2.2 the client sends that step as JSON-RPC: see `mcp_route`.)
 
 The reset contract is not on the wire: OpenEnv's server filters reset kwargs by the
 env's `reset` signature and drops the rest silently, but no endpoint (`/schema`,
