@@ -229,7 +229,6 @@ async def _check(
     if spec.is_mcp:
         rpc = isinstance(client, SessionRpcClient)
         report.action["mcp_route"] = "session_rpc" if rpc else "step"
-    if spec.is_mcp:
         report.tools = [_tool_summary(t) for t in spec.tools or ()]
 
     report.stage = "reset"

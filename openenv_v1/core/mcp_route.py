@@ -22,7 +22,8 @@ steps.
 On this route a tool call is still one step of the episode (counted; its result is
 the observation, rendered as a `call_tool` step's; a failed call is an invalid
 action), but the env's `step()` does not run: a call brings no reward and never
-`done` (echo_env's calls bring neither on any version), and the env's own step count stays.
+`done` (echo_env's calls bring neither on any version), and the env's own step count
+stays.
 
     client = route_mcp_steps(await open_env(target, stack), project_dir, target.label)
 """
@@ -106,7 +107,11 @@ class SessionRpcClient:
         if kind in ("list_tools", "call_tool"):
             self._say_once()
         if kind == "list_tools":
-            result, _ = await self._rpc("tools/list", {})
+            result, error = await self._rpc("tools/list", {})
+            if error is not None:
+                raise RuntimeError(
+                    f"JSON-RPC tools/list failed: {error.get('message')}"
+                )
             tools = (result or {}).get("tools") or []
             return self._step_result({"tools": [_tool(t) for t in tools]})
         if kind == "call_tool":
@@ -132,8 +137,12 @@ class SessionRpcClient:
         of the session's own (`type: error`) raises as a step's does."""
         # Both OpenEnv client lines send a message and read its answer with the
         # private `_send_and_receive`; no public call sends an `mcp` message.
-        request = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
-        request["params"] = params
+        request = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": method,
+            "params": params,
+        }
         response = await self.client._send_and_receive({"type": "mcp", "data": request})
         data = response.get("data") or {}
         error = data.get("error")
