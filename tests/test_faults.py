@@ -38,7 +38,7 @@ path. Each failure case and the tests that cover it (here unless a module is nam
     test_uv_launch.py::test_wrong_app_fails_fast_with_the_servers_own_error
 - step timeout:
     test_step_timeout_ends_the_episode_keeping_what_was_earned
-- an MCP env whose list_tools step never answers (openenv-core 0.2.x servers):
+- an MCP env whose list_tools step never answers (openenv-core 0.2.2 servers):
     test_an_mcp_list_tools_step_that_never_answers_fails_within_the_step_timeout;
     test_cli.py::test_check_fails_within_its_timeout_when_list_tools_never_answers
 - never step after done:
@@ -484,7 +484,7 @@ async def test_an_mcp_list_tools_step_that_never_answers_fails_within_the_step_t
                 )
         assert time.monotonic() - started < 10
     assert "the list_tools step did not answer within 2s" in str(info.value)
-    assert "openenv-core 0.2.x" in str(info.value)
+    assert "openenv-core 0.2.2 deadlock on MCP steps" in str(info.value)
 
 
 async def test_restarted_server_is_not_silently_rejoined():

@@ -9,7 +9,8 @@ Stages, in order; the first failure ends the check:
 
     launch | connect   open_env (UV, Docker, or base_url)
     health, metadata   GET /health (must be OK), GET /metadata (optional)
-    schema             the action schema; for an MCP env, its tools
+    schema             the action schema; for an MCP env, its tools (and whether its
+                       calls go as steps or, on openenv-core 0.2.2, as JSON-RPC)
     reset              reset(**reset) on the rollout's session: the first observation,
                        and the turn the model gets (text length, images, cuts)
     step               one --action, parsed like a model reply, stepped (and its turn)
@@ -48,6 +49,7 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
+from openenv_v1.core.mcp_route import SessionRpcClient, route_mcp_steps
 from openenv_v1.core.schema import ActionSpec, fetch_action_spec, read_reset_params
 from openenv_v1.core.turns import Turn, TurnRenderer
 
@@ -211,6 +213,7 @@ async def _check(
     started = time.monotonic()
     client = await open_env(target, stack, on_launch=report.record_launch)
     report.launch_s = round(time.monotonic() - started, 2)
+    client = route_mcp_steps(client, env_source_dir(target), target.label)
     url = http_base(client.base_url or target.label)
     report.server_url = url
 
@@ -224,6 +227,8 @@ async def _check(
     spec = await fetch_action_spec(client, url, options.timeout_s)
     report.action = _action_summary(spec, raw_action)
     if spec.is_mcp:
+        rpc = isinstance(client, SessionRpcClient)
+        report.action["mcp_route"] = "session_rpc" if rpc else "step"
         report.tools = [_tool_summary(t) for t in spec.tools or ()]
 
     report.stage = "reset"
@@ -445,7 +450,11 @@ async def _seed_check(
     compared = ["reset"] + (["step"] if action is not None else [])
     try:
         async with contextlib.AsyncExitStack() as stack:
-            client = await open_env(session, stack)
+            client = route_mcp_steps(
+                await open_env(session, stack),
+                env_source_dir(options.target),
+                options.target.label,
+            )
             again = await _retry_capacity(
                 lambda: _call("reset", client.reset(**options.reset), options.timeout_s)
             )

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from openenv_v1.cli.check import CheckReport
+from openenv_v1.core.mcp_route import RPC_ROUTE_NOTE
 from openenv_v1.core.render import metadata_shown
 
 _WIDTH = 12
@@ -141,7 +142,10 @@ def render_report(report: CheckReport) -> str:
         lines += _row("metadata", f"{name}{about}" if meta else "(none published)")
     if action := report.action:
         if action["mcp"]:
-            lines += _row("action", f"MCP tool calls (server action {action['title']})")
+            shown = f"MCP tool calls (server action {action['title']})"
+            if action.get("mcp_route") == "session_rpc":
+                shown += f"\n  {RPC_ROUTE_NOTE}"
+            lines += _row("action", shown)
         else:
             shown = [str(action["title"] or "(untitled)")]
             shown += [f"  {_field_line(f)}" for f in action["fields"]]

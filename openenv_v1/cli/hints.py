@@ -35,10 +35,11 @@ _HINTS: list[tuple[str, str, _Applies]] = [
         "any",
     ),
     (
-        r"list_tools step did not answer",
-        "the MCP env takes the step but never answers; if its lock pins "
-        "openenv-core 0.2.x, upgrade it (`uv lock --upgrade-package openenv-core` in "
-        "the env project)",
+        r"list_tools step (did not answer|got no answer)",
+        "if the env runs openenv-core 0.2.2: `uv lock --upgrade-package "
+        "openenv-core` in its project, or launch it from its folder (--project-path) "
+        "with its own uv.lock, and its tools are called through the session's "
+        "JSON-RPC",
         "any",
     ),
     (

@@ -9,6 +9,8 @@ The flow of one episode, one module each:
     uv_launch.py   the UV provider extension that owns its process tree
     process_group.py  a process group and a parent-death signal per child
     light_import.py   OpenEnv's client imported without gradio
+    mcp_route.py   an MCP env's steps as the session's JSON-RPC, for openenv-core 0.2.2
+                   servers (which deadlock on them)
     schema.py      ActionSpec: the live action schema and, for MCP envs, the tool list
     actions.py     parse_action: a model reply -> an action dict, or InvalidAction
     render.py      observations, the action format and feedback as model-facing text

@@ -45,6 +45,7 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
+from openenv_v1.core.mcp_route import route_mcp_steps
 from openenv_v1.core.render import (
     REWARD_SIGNAL_KEYS,
     ObservationFormat,
@@ -371,12 +372,13 @@ async def open_episode(
     tool_calls: ToolCalls = "text",
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
-    is ready for `reset`."""
-    client = await open_env(target, stack)
+    is ready for `reset`. An env whose lock pins openenv-core 0.2.2 has its MCP steps
+    sent as the session's JSON-RPC (`route_mcp_steps`)."""
+    source = env_source_dir(target)
+    client = route_mcp_steps(await open_env(target, stack), source, target.label)
     spec = await fetch_action_spec(
         client, http_base(client.base_url or target.label), limits.step_timeout_s
     )
-    source = env_source_dir(target)
     params = await asyncio.to_thread(read_reset_params, source) if source else None
     return EnvEpisode(
         client,

@@ -4,7 +4,8 @@
 `Action`, `CallToolAction` or `ListToolsAction`, or any action with a `type` of
 `call_tool`) is driven through `call_tool` actions instead, so its tools are discovered:
 first with a `list_tools` step, and when that fails (servers whose action class
-subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`.
+subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`. (For an
+env on openenv-core 0.2.2 the client sends that step as JSON-RPC: see `mcp_route`.)
 
 The reset contract is not on the wire: OpenEnv's server filters reset kwargs by the
 env's `reset` signature and drops the rest silently, but no endpoint (`/schema`,
@@ -24,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from websockets.exceptions import ConnectionClosed
 
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.http_client import async_client
+from openenv_v1.core.mcp_route import DEADLOCK_HINT
 
 MCP_ACTION_TITLES = frozenset({"Action", "CallToolAction", "ListToolsAction"})
 
@@ -220,13 +223,18 @@ async def _list_tools(
         raw = result.observation.get("tools")
         if isinstance(raw, list):
             return [Tool.from_wire(t) for t in raw]
-    except TimeoutError as e:
+    except (TimeoutError, ConnectionClosed) as e:
         # A server that takes the step but never answers will not answer the
-        # JSON-RPC fallback either, and the session is now unusable.
+        # JSON-RPC fallback either, and the session is now unusable. One whose
+        # event loop is blocked stops answering pings too: the client then closes
+        # the connection (`keepalive ping timeout`) before the timeout is up.
+        what = (
+            f"did not answer within {timeout_s:.0f}s"
+            if isinstance(e, TimeoutError)
+            else f"got no answer before the connection closed ({describe(e)})"
+        )
         raise EnvFailure(
-            f"MCP env at {base_url}: the list_tools step did not answer within "
-            f"{timeout_s:.0f}s (a known cause: servers on openenv-core 0.2.x hang on "
-            "MCP steps over WebSocket; such an env needs openenv-core >= 0.3.0)"
+            f"MCP env at {base_url}: the list_tools step {what} ({DEADLOCK_HINT})"
         ) from e
     except Exception:
         pass  # subclassed call-tool actions reject list_tools; JSON-RPC still works

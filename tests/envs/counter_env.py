@@ -89,7 +89,7 @@ class CounterEnvironment(MCPEnvironment):
 
 class HangingListToolsEnvironment(CounterEnvironment):
     """Takes a `list_tools` step and never answers it, as servers on openenv-core
-    0.2.x do with MCP steps over WebSocket."""
+    0.2.2 do with MCP steps over WebSocket."""
 
     async def step_async(self, action, timeout_s=None, **kwargs):
         if isinstance(action, ListToolsAction):

@@ -1,0 +1,1 @@
+"""The tally env's server: `server.app:app`."""
