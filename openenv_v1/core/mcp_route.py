@@ -30,6 +30,7 @@ stays.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
@@ -64,10 +65,21 @@ _LOCKED_CORE = re.compile(
 
 def locked_core_version(project_dir: str | Path) -> str | None:
     """The openenv-core version the project's `uv.lock` pins, or None (no lock, no
-    openenv-core in it, or unreadable). Read per rollout, so the lock is searched
-    for its package entry rather than parsed whole (thousands of lines)."""
+    openenv-core in it, or unreadable). Asked per rollout: read once per state of the
+    lock (size, mtime), and searched for its package entry rather than parsed whole
+    (thousands of lines)."""
+    lock = Path(project_dir) / "uv.lock"
     try:
-        text = (Path(project_dir) / "uv.lock").read_text()
+        stat = lock.stat()
+    except OSError:
+        return None
+    return _locked_core_version(str(lock), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _locked_core_version(lock: str, size: int, mtime_ns: int) -> str | None:
+    try:
+        text = Path(lock).read_text()
     except (OSError, UnicodeDecodeError):
         return None
     found = _LOCKED_CORE.search(text)
