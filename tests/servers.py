@@ -70,6 +70,8 @@ def uvicorn_server(
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--log-level", "warning"]
+    # Stopped at once even with a request pending (uvicorn waits for it by default).
+    cmd += ["--timeout-graceful-shutdown", "1"]
     if app_dir is not None:
         cmd += ["--app-dir", str(app_dir)]
     proc = subprocess.Popen(
