@@ -22,17 +22,28 @@ def alive(pid: int) -> bool:
     return "\nState:\tZ" not in status
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill"])
-def test_a_killed_test_run_leaves_none_of_its_processes(tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "flags"),
+    [
+        (signal.SIGTERM, []),
+        (signal.SIGKILL, []),
+        (signal.SIGTERM, ["-n", "0"]),
+        (signal.SIGKILL, ["-n", "0"]),
+    ],
+    ids=["term", "kill", "term-one-process", "kill-one-process"],
+)
+def test_a_killed_test_run_leaves_none_of_its_processes(tmp_path, sig, flags):
+    """The run as configured (pytest-xdist workers), and all in one process."""
     pids_file = tmp_path / "pids.json"
     env = {**os.environ, "LIFETIME_PROBE_PIDS": str(pids_file)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    env.pop("PYTEST_XDIST_WORKER", None)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *flags]
     cmd += ["tests/lifetime_probe.py"]
     run = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while not pids_file.exists() or not pids_file.read_text():
             assert run.poll() is None, run.stdout.read().decode()[-3000:]
             assert time.monotonic() < deadline, "the probe run never got going"
