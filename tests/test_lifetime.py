@@ -28,9 +28,8 @@ def alive(pid: int) -> bool:
         (signal.SIGTERM, []),
         (signal.SIGKILL, []),
         (signal.SIGTERM, ["-n", "0"]),
-        (signal.SIGKILL, ["-n", "0"]),
     ],
-    ids=["term", "kill", "term-one-process", "kill-one-process"],
+    ids=["term", "kill", "term-one-process"],
 )
 def test_a_killed_test_run_leaves_none_of_its_processes(tmp_path, sig, flags):
     """The run as configured (pytest-xdist workers), and all in one process."""
