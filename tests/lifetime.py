@@ -45,9 +45,9 @@ def die_with_the_run() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def bind_children_to_this_run() -> None:
+def bind_children_to_this_run(xdist_worker: bool = False) -> None:
     """Make every later main-thread child of this process die with it (see the module
-    docstring). Idempotent."""
+    docstring); an `xdist_worker` also dies with its controller. Idempotent."""
     global _bound
     if _bound:
         return
@@ -63,7 +63,7 @@ def bind_children_to_this_run() -> None:
 
     subprocess.Popen.__init__ = init  # type: ignore[method-assign]
     signal.signal(signal.SIGTERM, _kill_children_then_die)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if xdist_worker:
         _die_with_parent()
 
 
