@@ -22,6 +22,9 @@ solver reads the game's feedback from tool results as from user turns.
 
 `--record FILE` appends each request body it receives to FILE as one JSON line (tests
 read what the model was sent, images included).
+
+SIGTERM or SIGINT stops it within about a second, also while a reply is pending (a
+`slow` one): requests still open after `SHUTDOWN_GRACE_S` are cancelled.
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ MODES = (
     "slow",
     "script",
 )
+
+SHUTDOWN_GRACE_S = 1
+"""How long a stop signal lets open requests finish (uvicorn's own default is to
+wait for them indefinitely)."""
 
 
 def _text(content: Any) -> str:
@@ -199,7 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     sock.bind((args.host, args.port))
     if args.port_file:
         Path(args.port_file).write_text(str(sock.getsockname()[1]))
-    config = uvicorn.Config(app, log_level="warning")
+    config = uvicorn.Config(
+        app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 

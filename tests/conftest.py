@@ -2,7 +2,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.lifetime import bind_children_to_this_run
 from tests.servers import TEST_ENVS, WORDLE_APP, uvicorn_server
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Every process a test starts dies with this test run, however it ends (see
+    # tests/lifetime.py); proved by tests/test_lifetime.py.
+    bind_children_to_this_run(xdist_worker=hasattr(config, "workerinput"))
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,8 @@ def uvicorn_server(
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--log-level", "warning"]
+    # Stopped at once even with a request pending (uvicorn waits for it by default).
+    cmd += ["--timeout-graceful-shutdown", "1"]
     if app_dir is not None:
         cmd += ["--app-dir", str(app_dir)]
     proc = subprocess.Popen(
@@ -148,7 +150,8 @@ def assert_out_of_invalid_actions(trace: dict, steps: int) -> None:
 
 
 def processes_matching(*needles: str) -> list[tuple[int, str]]:
-    """(pid, cmdline) of live processes whose command line contains every needle."""
+    """(pid, cmdline) of live processes whose command line contains every needle;
+    under pytest-xdist, not those another worker's tests started."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -161,9 +164,26 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
         if "\nState:\tZ" in status:
             continue
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
-        if raw and all(n in cmdline for n in needles):
+        if raw and all(n in cmdline for n in needles) and not _other_workers(entry):
             found.append((int(entry.name), cmdline))
     return found
+
+
+def _other_workers(proc: Path) -> bool:
+    """Whether the process is provably another pytest-xdist worker's: its environment
+    (inherited from the worker whose test started it) names another worker. A process
+    whose environment cannot be read or names no worker is counted as ours."""
+    ours = os.environ.get("PYTEST_XDIST_WORKER")
+    if ours is None:
+        return False
+    try:
+        environ = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    for item in environ:
+        if item.startswith(b"PYTEST_XDIST_WORKER="):
+            return item.removeprefix(b"PYTEST_XDIST_WORKER=").decode() != ours
+    return False
 
 
 def wordle_uv_servers() -> list[tuple[int, str]]:

@@ -303,6 +303,7 @@ async def test_a_failed_docker_run_keeps_forwarded_secrets_off_the_error(fake_do
 async def test_a_docker_launch_leaves_the_event_loop_running(fake_docker, monkeypatch):
     monkeypatch.setenv("FAKE_DOCKER_PULL_S", "1.5")
     gaps: list[float] = []
+    ticked = asyncio.Event()
 
     async def tick() -> None:
         last = time.monotonic()
@@ -311,14 +312,16 @@ async def test_a_docker_launch_leaves_the_event_loop_running(fake_docker, monkey
             now = time.monotonic()
             gaps.append(now - last)
             last = now
+            ticked.set()
 
     ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.2)  # the ticker is running
+    await ticked.wait()  # the ticker is running
     try:
         async with contextlib.AsyncExitStack() as stack:
             with pytest.raises(EnvFailure, match="manifest unknown"):
                 await open_env(docker_target(tag="no-such-tag"), stack)
-        await asyncio.sleep(0.2)  # let the ticker see the gap, if there was one
+        ticked.clear()
+        await ticked.wait()  # the tick after the launch measured its gap, if any
     finally:
         ticker.cancel()
     assert max(gaps) < 1.0

@@ -39,6 +39,10 @@ from tests.servers import (
     run_eval,
 )
 
+# In one pytest-xdist worker, in file order: the last test checks what all the others
+# launched is gone.
+pytestmark = pytest.mark.xdist_group("layouts")
+
 LAYOUTS = ROOT / "tests" / "envs" / "layouts"
 CLI = BIN / "openenv-v1"
 PROJECT_NAMES = {
