@@ -48,6 +48,8 @@ from pathlib import Path
 
 import httpx
 
+from openenv_v1.core.process_group import die_with_owner
+
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
 WORDLE_APP = "wordle_env.server.app:app"
@@ -218,6 +220,7 @@ def policy(port: int, python: Path) -> Iterator[str]:
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_owner,
     )
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -324,7 +327,12 @@ def eval_leg(
     started = time.monotonic()
     with (workdir / "stderr.txt").open("w") as stderr:
         proc = subprocess.Popen(
-            command, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+            command,
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=die_with_owner,
         )
         with Sampler(proc.pid, count_lines(pattern, workdir)) as sampler:
             proc.wait()
@@ -427,6 +435,7 @@ def server_leg(vf04_bin: Path, policy_url: str, level: int, episodes: int):
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=(workdir / "server.txt").open("w"),
+        preexec_fn=die_with_owner,
     )
     out = workdir / "traces.jsonl"
     result = LegResult("vf04-server", level, episodes, 0, 0.0, [])
@@ -435,7 +444,12 @@ def server_leg(vf04_bin: Path, policy_url: str, level: int, episodes: int):
         trainer += [json.dumps(taskset), str(out)]
         with Sampler(server.pid, count_lines("traces.jsonl", workdir)) as sampler:
             proc = subprocess.run(
-                trainer, cwd=ROOT, env=env, capture_output=True, text=True
+                trainer,
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                preexec_fn=die_with_owner,
             )
         if proc.returncode != 0:
             result.errors.append(
