@@ -14,7 +14,7 @@ each rollout, in the process that runs it (the eval, or each env-server worker):
 - at most `alive` simulators exist at once, a bound on memory. Past it rollouts wait
   in `setup` for one to end, and the eval says so once, naming the ways to run more.
 
-    slots = SimulatorSlots(alive=96, starting=4)
+    slots = SimulatorSlots(alive=32, starting=4)
     await slots.enter(trace)     # OpenEnvTask.setup
     slots.started(trace)         # the first stop check
 """
@@ -69,7 +69,7 @@ def queue_message(alive: int) -> str:
         f"one to end. For more episodes in flight use verifiers 0.4 (`uv sync "
         f"--extra vf04`, then `vf-eval openenv-v1 ...`, or its env server as prime-rl "
         f"runs it), where an episode needs no process of its own; `eval --server` on "
-        f"0.2 runs the same simulators in its workers and shares this bound."
+        f"0.2 runs the same simulators in its workers, each worker bounded alike."
     )
 
 
