@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -168,6 +169,7 @@ def start_simulator(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 15)
             proc.wait(10)
+            shutil.rmtree(workdir, ignore_errors=True)
     return SimulatorStart(
         mode="light" if light else "full",
         port_cpu_s=port_cpu, port_wall_s=port_wall,  # type: ignore[arg-type]
