@@ -32,7 +32,10 @@ killed), and generation time per env step
 (verifiers' `timing.generation` over the episode's steps: model calls, user turns,
 tool calls), and the ratios. Then the
 per-step cost of our user (`EnvEpisode.act`: parse, validate, step, render) against a
-raw `GenericEnvClient.step` on one directly served Wordle server.
+raw `GenericEnvClient.step` on one directly served Wordle server, and (`simulator`)
+what one verifiers 0.2 user simulator costs to start, as shipped and with every
+module imported (`benchmarks/simulator_start.py`: CPU and wall to its port and to
+ready, its memory).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from simulator_start import median_start
+from simulator_start import report as simulator_report
 
 from openenv_v1.vf02.null_harness import null_harness_env
 
@@ -382,8 +387,14 @@ def main() -> None:
     parser.add_argument("--step-episodes", type=int, default=40)
     parser.add_argument(
         "--only",
-        default="upstream,ours,native,floor,vf04,vf04-native,vf04-builtin",
+        default="upstream,ours,native,floor,vf04,vf04-native,vf04-builtin,simulator",
         help="comma-separated variants",
+    )
+    parser.add_argument(
+        "--simulator-repeats",
+        type=int,
+        default=3,
+        help="starts of the 0.2 user simulator per way (the median is shown)",
     )
     parser.add_argument(
         "--vf04-venv",
@@ -474,12 +485,22 @@ def main() -> None:
             (asyncio.run(step_overhead(url, args.step_episodes)) for _ in range(3)),
             key=lambda r: r[1] / r[0],
         )
+        # The 0.2 user simulator's start, as shipped and with everything imported.
+        starts = [
+            median_start(url, light=light, repeats=args.simulator_repeats)
+            for light in (True, False)
+            if "simulator" in wanted
+        ]
     raw, ours, inner = rounds[1]
     print(
         f"\nper step (median): raw client {raw * 1e3:.2f} ms, our user {ours * 1e3:.2f} "
         f"ms ({ratio(ours, raw)} raw); the client step inside ours "
         f"{inner * 1e3:.2f} ms ({ratio(ours, inner)})"
     )
+    if starts:
+        print(
+            f"\none verifiers 0.2 user simulator's start:\n{simulator_report(starts)}"
+        )
 
 
 if __name__ == "__main__":

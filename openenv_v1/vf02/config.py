@@ -62,6 +62,14 @@ class OpenEnvConfig(vf.TasksetConfig):
     launches as many as the waiting rollouts need, as long as the host keeps 1 GiB (or
     twice the largest server's memory) free. An env without concurrent sessions gets
     a server per concurrent rollout, reused by later ones."""
+    max_simulators: int | None = Field(None, ge=1)
+    """Most user simulators (one process per rollout, ~120 MB each) alive at once in
+    the process that runs the rollouts; rollouts past it wait for one to end. Unset:
+    16 per core, within half this machine's memory. Applies when the simulator runs
+    on this host. For more in flight, use verifiers 0.4 (no simulator process)."""
+    simulator_starts: int | None = Field(None, ge=1)
+    """Most user simulators starting at once (a start takes seconds of CPU, and
+    verifiers gives it 180 s to report its port). Unset: two per core."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     tool_calls: ToolCalls = "text"
@@ -123,6 +131,13 @@ class OpenEnvConfig(vf.TasksetConfig):
             and not user.colocated
             and runtime_is_local(user.runtime)
         )
+
+    def gates_simulators(self) -> bool:
+        """Whether the user simulators run on this host, where they share its memory
+        and CPU (see `openenv_v1.vf02.simulator_slots`)."""
+        from verifiers.v1.runtimes import runtime_is_local
+
+        return runtime_is_local(self.task.user.runtime)
 
     def forwarded_values(self) -> dict[str, str]:
         """Values of `task.user.forward_env` in this process; a missing one is an

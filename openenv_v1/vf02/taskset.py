@@ -30,16 +30,30 @@ from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.vf02.simulator_slots import (
+    SimulatorSlots,
+    default_alive,
+    default_starting,
+)
 from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 
 class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     user = OpenEnvUser
+    slots: SimulatorSlots | None = None
+    """The taskset's bound on simulators alive and starting (None: no bound)."""
+
+    async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
+        """Wait for a simulator slot: verifiers launches the simulator after this."""
+        if self.slots is not None:
+            await self.slots.enter(trace)
 
     @vf.stop
     async def openenv_done(self, trace: vf.Trace) -> bool:
         """The env reported `done`. Also where an env failure becomes the rollout's
         error: stops run before every model call, so it surfaces at once."""
+        if self.slots is not None:
+            self.slots.started(trace)  # it is serving: its start slot can go
         state = trace.state
         self._note_model_turns(trace)
         _publish(trace)
@@ -146,6 +160,14 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             # in its config, which only ever travels in the process environment.
             user = user.model_copy(update={"secret_env": secret_env})
         self._task_config = config.task.model_copy(update={"user": user})
+        self.slots = (
+            SimulatorSlots(
+                config.max_simulators or default_alive(),
+                config.simulator_starts or default_starting(),
+            )
+            if config.gates_simulators()
+            else None
+        )
 
     def tool_servers(self) -> list[vf.Toolset]:
         """Native tool calling: the eval's tool server, which forwards each call to
@@ -165,7 +187,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         config = self.config
         source = config.base_url or config.env
         for idx, reset in enumerate(config.resets):
-            yield OpenEnvTask(
+            task = OpenEnvTask(
                 OpenEnvData(
                     idx=idx,
                     name=f"{source}#{idx}",
@@ -178,3 +200,5 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                 ),
                 self._task_config,
             )
+            task.slots = self.slots
+            yield task

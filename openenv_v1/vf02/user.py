@@ -16,9 +16,19 @@ Neither hook raises for an env failure, on purpose: a raising `setup_task` leave
 server unserved while verifiers keeps probing it for minutes, and a raising `respond`
 reaches the trace only as an unreadable JSON error. Instead the failure is put on the
 rollout state, and the task's `openenv_done` stop raises it as the rollout's error.
+
+Run as the simulator, the module first hides the packages of verifiers a simulator
+never uses (`openenv_v1.vf02.light_verifiers`), which makes each rollout's start about
+three times cheaper.
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    # Before verifiers is imported, and only in the simulator process.
+    from openenv_v1.vf02.light_verifiers import hide_unused_modules
+
+    hide_unused_modules()
 
 import logging
 from typing import TYPE_CHECKING, Any
