@@ -44,7 +44,8 @@ from typing import Any
 import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe
-from openenv_v1.core.launch import EnvTarget, uv_launch_failure, uv_launch_plan
+from openenv_v1.core.launch import EnvTarget
+from openenv_v1.core.launchers import launch_failure, launch_plan
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +92,8 @@ class ServerPool:
         max_servers: int | None = None,
         capacity_wait_s: float = 30.0,
     ) -> None:
-        if target.base_url or target.use_docker or not target.env:
-            raise ValueError("ServerPool launches UV servers: give it an `env` target")
+        if target.base_url or not target.env:
+            raise ValueError("ServerPool launches env servers: give it an `env` target")
         self._target = target
         self._sessions_per_server = sessions_per_server
         # A fixed port can only be bound once.
@@ -208,7 +209,7 @@ class ServerPool:
     # --- internals; `_locked` methods run with `self._cond` held ---
 
     def _launch_locked(self) -> None:
-        provider, start_args = uv_launch_plan(self._target)
+        provider, start_args = launch_plan(self._target)
         provider.run_on_owner = self._on_owner
         server = _Server(provider, capacity=self._sessions_per_server)
         self._servers.append(server)
@@ -230,7 +231,7 @@ class ServerPool:
             with self._cond:
                 if server in self._servers:
                     self._servers.remove(server)
-                self._failure = str(uv_launch_failure(self._target, e))
+                self._failure = str(launch_failure(self._target, e))
                 self._cond.notify_all()
             logger.error("%s", self._failure)
             return
