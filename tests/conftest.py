@@ -4,6 +4,9 @@ import pytest
 
 from tests.servers import TEST_ENVS, WORDLE_APP, uvicorn_server
 
+# `real_docker`: a real Docker engine and the stand-in OpenEnv base image.
+pytest_plugins = ["tests.real_docker"]
+
 
 @pytest.fixture(scope="session")
 def wordle_url() -> Iterator[str]:

@@ -61,6 +61,7 @@ ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \\
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \\
     UV_NATIVE_TLS=1 \\
     UV_SYSTEM_PYTHON=1 \\
+    UV_COMPILE_BYTECODE=1 \\
     PIP_DISABLE_PIP_VERSION_CHECK=1 \\
     PYTHONUNBUFFERED=1 \\
     LANG=C.UTF-8

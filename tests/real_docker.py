@@ -6,7 +6,7 @@ without buildx). With no engine to be had the test is skipped, saying why; under
 `CI=true` it fails instead, since CI must run these tests. An engine started here is
 stopped when the session ends.
 
-    from tests.real_docker import real_docker, docker_json  # noqa: F401
+    def test_something(real_docker): ...   # the fixtures are a conftest plugin
 """
 
 from __future__ import annotations

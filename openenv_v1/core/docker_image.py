@@ -9,8 +9,9 @@ A folder is built as OpenEnv's `openenv build` builds a standalone env: the fold
 the build context, with the build arguments `BUILD_MODE=standalone` and
 `ENV_NAME=<folder name without _env>`. BuildKit is on (env Dockerfiles use `RUN
 --mount=type=cache`). The tag names a hash of the folder's files (and of the build
-arguments), `openenv-v1/<folder>:<hash>`, so an unchanged folder reuses its image and
-an edited one is rebuilt. A failed build raises `EnvFailure` naming the failing step
+arguments and the ids of the local images its stages start FROM),
+`openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base reuses its
+image and an edited one is rebuilt. A failed build raises `EnvFailure` naming the failing step
 and the tail of its output.
 
     built = ensure_env_image("/path/to/maze_env")
@@ -74,9 +75,47 @@ def dockerfile_of(folder: Path) -> Path | None:
     return None
 
 
+def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
+    """The images the Dockerfile's stages start `FROM` (build-argument defaults and
+    `build_args` substituted; earlier stages and `scratch` left out)."""
+    args = dict(build_args)
+    stages: set[str] = set()
+    images: list[str] = []
+    for line in dockerfile.read_text(errors="replace").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
+            name, _, default = words[1].partition("=")
+            args.setdefault(name, default.strip("\"'"))
+        elif len(words) >= 2 and words[0].upper() == "FROM":
+            rest = [w for w in words[1:] if not w.startswith("--")]
+            image = re.sub(
+                r"\$\{?(\w+)\}?", lambda m: args.get(m[1], ""), rest[0] if rest else ""
+            )
+            if len(rest) >= 3 and rest[1].upper() == "AS":
+                stages.add(rest[2].lower())
+            if image and image.lower() not in stages | {"scratch"}:
+                images.append(image)
+    return images
+
+
+def _image_id(image: str) -> str:
+    """The local image's id, or "" when it is not here (the build pulls it)."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        result = subprocess.run(
+            [docker_cli(), "image", "inspect", "--format", "{{.Id}}", image],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return result.stdout.strip() if result.returncode == 0 else ""
+    return ""
+
+
 def folder_hash(folder: Path, build_args: Mapping[str, str]) -> str:
     """A hash of every file under `folder` (path, mode and bytes; caches and `.git`
-    left out) and of the build arguments."""
+    left out) and of `build_args` (the build arguments and the ids of the base
+    images)."""
     digest = hashlib.sha256()
     for key in sorted(build_args):
         digest.update(f"arg {key}={build_args[key]}\0".encode())
@@ -121,7 +160,8 @@ def ensure_env_image(
             "add one, or set task.user.provider_kwargs.image to an existing image"
         )
     build_args = build_args_of(folder)
-    tag = image_tag(folder, folder_hash(folder, build_args))
+    bases = {image: _image_id(image) for image in base_images(dockerfile, build_args)}
+    tag = image_tag(folder, folder_hash(folder, {**build_args, **bases}))
     source = f"built from {dockerfile}"
     with _build_lock(tag):
         if _image_exists(tag):
