@@ -320,11 +320,13 @@ class DockerLaunch(LocalDockerProvider):
         """Stop the container (SIGTERM, SIGKILL after `grace_s`) and remove it."""
         with self._lock:
             self._stopped = True
+            started = self._container_id is not None
             target = self._container_id or self._container_name
             self._container_id = self._container_name = self._base_url = None
         if target is None:
             return
-        if grace_s > 0:
+        # A `docker run` that failed may have left the container created, unstarted.
+        if started and grace_s > 0:
             self._docker(
                 "stop", "-t", str(math.ceil(grace_s)), target, timeout=grace_s + 30
             )
