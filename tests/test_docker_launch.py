@@ -223,3 +223,53 @@ def test_shared_containers_serve_many_sessions_and_full_ones_add_a_container(min
     finally:
         pool.close()
     assert labelled(mine) == []
+
+
+FORK_BOMB = "import os\nwhile True:\n    os.fork()"
+MEMORY_HOG = "hog = b'x' * (3 << 30)\nprint(len(hog))"
+
+
+def test_limits_end_a_fork_bomb_and_a_memory_hog_and_spare_the_rest(mine):
+    """Model-written code under the container limits: a fork bomb meets the pids
+    limit, a memory hog the memory limit (the kernel kills it); each ends its
+    episode with an error that says so, while a rollout beside them in another
+    container, the containers' servers, and this host carry on."""
+    target = code_target(
+        memory="512m",
+        pids_limit=128,
+        env_vars={"MAX_SESSIONS": "1", "CODE_TIMEOUT_S": "8"},
+    )
+    pool = ServerPool(target, max_servers=3)
+    try:
+        leased = EnvTarget(env=ENV, pool_url=pool.start(), message_timeout_s=120)
+
+        async def run(code: str, barrier: asyncio.Barrier) -> dict:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await open_env(leased, stack)
+                await barrier.wait()  # the sessions are open at once
+                await client.reset()
+                return (await client.step({"code": code})).observation
+
+        async def together(*codes: str) -> list[dict]:
+            barrier = asyncio.Barrier(len(codes))
+            runs = asyncio.gather(*(run(code, barrier) for code in codes))
+            return await asyncio.wait_for(runs, 300)
+
+        bomb, hog, fine = asyncio.run(together(FORK_BOMB, MEMORY_HOG, "print('fine')"))
+        assert len(labelled(mine)) == 3  # one session per container
+        assert bomb["exit_code"] != 0
+        assert (
+            "ran longer than 8s and was killed" in bomb["message"]
+            or "could not fork (pids limit)" in bomb["message"]
+        ), bomb
+        assert hog["message"].startswith("the code was killed by SIGKILL"), hog
+        assert (fine["message"], fine["stdout"]) == ("the code exited with 0", "fine\n")
+        # Every container still serves: three more sessions at once, one on each.
+        again = asyncio.run(together(*(f"print({i})" for i in range(3))))
+        assert [o["stdout"] for o in again] == ["0\n", "1\n", "2\n"]
+        assert len(labelled(mine)) == 3
+        # The host is fine: it still forks.
+        assert subprocess.run(["true"], check=False).returncode == 0
+    finally:
+        pool.close()
+    assert labelled(mine) == []

@@ -5,7 +5,8 @@ the code exits 0.
 The code runs in a new process group, killed whole after `CODE_TIMEOUT_S` (default
 10). What killed it is said in words: a timeout, a signal (SIGKILL is what the
 kernel's out-of-memory killer sends under the container's memory limit), or a failed
-fork (the container's pids limit)."""
+fork (the container's pids limit). The code is the out-of-memory killer's first
+choice (`oom_score_adj` 1000), so a memory hog dies and the server lives on."""
 
 import os
 import signal
@@ -18,6 +19,13 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import State
 
 OUTPUT_CHARS = 2000
+
+
+def _first_to_go() -> None:
+    """Make the code the out-of-memory killer's first choice, not this server (raising
+    one's own score needs no privilege)."""
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 def _kill_group(pgid: int) -> None:
@@ -59,6 +67,7 @@ class CodeEnvironment(Environment):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_first_to_go,
             )
         except OSError as e:
             return self._end(f"could not start the code: {e}", "", None)
