@@ -131,6 +131,7 @@ class DockerLaunch(LocalDockerProvider):
         self._stopped = False
         self._checked_at = 0.0
         self._was_running = False
+        self._refreshing = False
         self._run_started = 0.0
 
     @property
@@ -260,6 +261,7 @@ class DockerLaunch(LocalDockerProvider):
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{url}/health").status_code == 200:
                         self.start_seconds = time.monotonic() - self._run_started
+                        self._was_running, self._checked_at = True, time.monotonic()
                         return
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + 1.0
@@ -306,15 +308,28 @@ class DockerLaunch(LocalDockerProvider):
         return (result.stdout + result.stderr).strip()
 
     def running(self) -> bool:
-        """Whether the container runs (asked of Docker at most once a second)."""
+        """Whether the container runs, as Docker last said. Never blocks: `ServerPool`
+        asks under its lock on every lease, so a stale answer (over a second old) is
+        refreshed in the background and the last one returned."""
         if self._container_id is None:
             return False
-        now = time.monotonic()
-        if now - self._checked_at >= 1.0:
+        with self._lock:
+            stale = time.monotonic() - self._checked_at >= 1.0
+            if stale and not self._refreshing:
+                self._refreshing = True
+                threading.Thread(
+                    target=self._refresh, name="openenv-v1-docker-state", daemon=True
+                ).start()
+        return self._was_running
+
+    def _refresh(self) -> None:
+        try:
             state = self._state()
             self._was_running = bool(state and state.get("Running"))
-            self._checked_at = now
-        return self._was_running
+        finally:
+            with self._lock:
+                self._checked_at = time.monotonic()
+                self._refreshing = False
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop the container (SIGTERM, SIGKILL after `grace_s`) and remove it."""
