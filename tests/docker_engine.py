@@ -40,6 +40,9 @@ DOCKER = "/usr/bin/docker"
 """Debian's client: BuildKit works with `DOCKER_BUILDKIT=1` and no buildx (the newer
 client some images ship in /usr/local/bin wants buildx)."""
 BASE_IMAGE = "ghcr.io/meta-pytorch/openenv-base:latest"
+PYTHON_IMAGE = "python:3.11-slim"
+"""Some env Dockerfiles start FROM it (coding_env): the stand-in base is tagged so too,
+unless a real one is here."""
 ROOTFS_IMAGE = "openenv-v1/bookworm-minbase"
 INPUTS_LABEL = "org.openenv-v1.base-inputs"
 STATE_FILE = Path("/run/openenv-v1-dockerd.json")
@@ -234,6 +237,7 @@ def ensure_base_image(log=print) -> str:
     dockerfile = BASE_DOCKERFILE.format(rootfs=rootfs)
     inputs = _inputs_hash(dockerfile.encode(), ca)
     if _image_label(BASE_IMAGE, INPUTS_LABEL) == inputs:
+        _tag_python_image(inputs)
         return "reused"
     if not _image_exists(rootfs):
         _build_rootfs(rootfs, mirror, log)
@@ -258,7 +262,13 @@ def ensure_base_image(log=print) -> str:
             raise RuntimeError(
                 f"building {BASE_IMAGE} failed:\n{(result.stdout + result.stderr)[-3000:]}"
             )
+    _tag_python_image(inputs)
     return "built"
+
+
+def _tag_python_image(inputs: str) -> None:
+    if _image_label(PYTHON_IMAGE, INPUTS_LABEL) in (None, inputs):
+        docker("tag", BASE_IMAGE, PYTHON_IMAGE)
 
 
 def _build_rootfs(image: str, mirror: str, log) -> None:
