@@ -126,7 +126,7 @@ def run_argv(name: str, port: int | str, env_names: list[str], image: str) -> li
     """What `DockerLaunch` runs: loopback publishing, the owner's labels, the default
     limits, env vars by name only (values reach `docker` through its environment)."""
     argv = ["run", "-d", "--init", "--name", name, "-p", f"127.0.0.1:{port}:8000"]
-    labels = owner_labels(SPACE)
+    labels = owner_labels("docker", SPACE)
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
     argv += ["--security-opt", "no-new-privileges", "--pids-limit", "1024"]

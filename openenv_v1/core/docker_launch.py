@@ -184,7 +184,7 @@ class DockerLaunch(LocalDockerProvider):
             f"{options.host}:{port or options.port or ''}:{options.container_port}"
         )
         argv += ["-p", published]
-        for key, value in owner_labels(self.env).items():
+        for key, value in owner_labels(docker_cli(), self.env).items():
             argv += ["--label", f"{key}={value}"]
         argv += self._limits()
         for key in env:

@@ -14,7 +14,10 @@ A reaper that is itself killed leaves its owner's containers behind; the next re
 started on this host sweeps them (`sweep_orphans()`): containers whose owner process,
 on this host and boot, no longer exists.
 
-    labels = owner_labels(env="org/maze")   # ensures the reaper runs
+The reaper runs this file as a script with the standard library only (no package
+import), so starting one costs a bare interpreter.
+
+    labels = owner_labels("docker", env="org/maze")   # ensures the reaper runs
     argv += [f"--label={k}={v}" for k, v in labels.items()]
 """
 
@@ -30,8 +33,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-from openenv_v1.core.docker_image import docker_cli
 
 MANAGED_LABEL = "org.openenv-v1.managed"
 OWNER_LABEL = "org.openenv-v1.owner"
@@ -85,11 +86,12 @@ def owner_alive(token: str) -> bool:
     return _start_time(int(parts[1])) == parts[2]
 
 
-def owner_labels(env: str | None = None) -> dict[str, str]:
-    """The labels a container started by this process carries; starts this process's
-    reaper first, so the container is never unwatched."""
+def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
+    """The labels a container started by this process with the `docker` client
+    carries; starts this process's reaper first, so the container is never
+    unwatched."""
     token = owner_token()
-    ensure_reaper(token)
+    ensure_reaper(docker, token)
     labels = {
         MANAGED_LABEL: "1",
         OWNER_LABEL: token,
@@ -100,14 +102,11 @@ def owner_labels(env: str | None = None) -> dict[str, str]:
     return labels
 
 
-def ensure_reaper(token: str | None = None) -> None:
-    """Start this process's reaper for the current Docker client and daemon unless it
-    runs (a forked child gets its own)."""
-    key = (
-        os.getpid(),
-        shutil.which(docker_cli()) or docker_cli(),
-        os.environ.get("DOCKER_HOST", ""),
-    )
+def ensure_reaper(docker: str, token: str | None = None) -> None:
+    """Start this process's reaper for the `docker` client and the daemon it talks to,
+    unless it runs (a forked child gets its own)."""
+    docker = shutil.which(docker) or docker
+    key = (os.getpid(), docker, os.environ.get("DOCKER_HOST", ""))
     with _lock:
         running = _reapers.get(key)
         if running is not None and running[0].poll() is None:
@@ -115,12 +114,11 @@ def ensure_reaper(token: str | None = None) -> None:
         read_fd, write_fd = os.pipe()  # both non-inheritable (PEP 446)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", __name__, token or owner_token()],
+                [sys.executable, "-S", __file__, token or owner_token(), docker],
                 stdin=read_fd,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "PYTHONPATH": _package_root()},
             )
         finally:
             os.close(read_fd)
@@ -128,15 +126,9 @@ def ensure_reaper(token: str | None = None) -> None:
         _reapers[key] = (process, write_fd)
 
 
-def _package_root() -> str:
-    root = str(Path(__file__).resolve().parents[2])
-    existing = os.environ.get("PYTHONPATH")
-    return os.pathsep.join([root, existing]) if existing else root
-
-
-def containers(*filters: str) -> list[str]:
+def containers(docker: str, *filters: str) -> list[str]:
     """Ids of containers (running or not) matching every `label=` filter."""
-    argv = [docker_cli(), "ps", "-aq"]
+    argv = [docker, "ps", "-aq"]
     for label in filters:
         argv += ["--filter", f"label={label}"]
     try:
@@ -148,24 +140,24 @@ def containers(*filters: str) -> list[str]:
     return result.stdout.split() if result.returncode == 0 else []
 
 
-def remove(ids: list[str]) -> None:
+def remove(docker: str, ids: list[str]) -> None:
     if ids:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(
-                [docker_cli(), "rm", "-f", *ids],
+                [docker, "rm", "-f", *ids],
                 capture_output=True,
                 timeout=60,
                 check=False,
             )
 
 
-def sweep_owner(token: str) -> None:
-    remove(containers(f"{OWNER_LABEL}={token}"))
+def sweep_owner(docker: str, token: str) -> None:
+    remove(docker, containers(docker, f"{OWNER_LABEL}={token}"))
 
 
-def sweep_orphans() -> None:
+def sweep_orphans(docker: str) -> None:
     """Remove this package's containers whose owner process on this host is gone."""
-    argv = [docker_cli(), "ps", "-a", "--filter", f"label={MANAGED_LABEL}"]
+    argv = [docker, "ps", "-a", "--filter", f"label={MANAGED_LABEL}"]
     argv += ["--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}']
     try:
         result = subprocess.run(
@@ -178,13 +170,13 @@ def sweep_orphans() -> None:
         container, _, token = line.partition(" ")
         if token and not owner_alive(token):
             orphans.append(container)
-    remove(orphans)
+    remove(docker, orphans)
 
 
-def _reap(token: str) -> None:
+def _reap(token: str, docker: str) -> None:
     """The reaper's life: sweep orphans of earlier owners, wait for the owner to go
     (end-of-file on stdin, or its pid gone, checked every second), then sweep."""
-    sweep_orphans()
+    sweep_orphans(docker)
     while owner_alive(token):
         ready, _, _ = select.select([sys.stdin.fileno()], [], [], 1.0)
         if ready and not os.read(sys.stdin.fileno(), 4096):
@@ -192,8 +184,8 @@ def _reap(token: str) -> None:
     started = time.monotonic()
     for delay in _SWEEP_DELAYS_S:
         time.sleep(max(0.0, started + delay - time.monotonic()))
-        sweep_owner(token)
+        sweep_owner(docker, token)
 
 
 if __name__ == "__main__":
-    _reap(sys.argv[1])
+    _reap(sys.argv[1], sys.argv[2])
