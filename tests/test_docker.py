@@ -369,3 +369,33 @@ def test_use_docker_flags_resolve_to_a_prime_vm_user_with_the_docker_settings(
     # What the user on the VM passes to `from_env`: ours, plus the Space's app (which
     # the Docker provider ignores, as the first test shows).
     assert user["provider_kwargs"] == {**provider_kwargs, "app": SPACE_APP}
+
+
+def test_docker_on_host_keeps_the_user_here_and_shares_containers():
+    from openenv_v1.vf02.config import OpenEnvConfig
+
+    config = OpenEnvConfig(env="org/env", use_docker=True, docker_on_host=True)
+    assert config.task.user.runtime.type == "subprocess"
+    assert config.task.user.colocated is False
+    assert config.shares_servers()
+    native = OpenEnvConfig(
+        env="org/env", use_docker=True, docker_on_host=True, tool_calls="native"
+    )
+    assert native.shares_servers()
+    # The default placement is unchanged: a Prime VM, nothing shared.
+    default = OpenEnvConfig(env="org/env", use_docker=True)
+    assert default.task.user.runtime.type == "prime" and not default.shares_servers()
+
+
+def test_docker_on_host_without_use_docker_or_with_a_remote_user_names_the_fix():
+    from openenv_v1.vf02.config import OpenEnvConfig
+
+    with pytest.raises(ValueError, match="add --taskset.use-docker true"):
+        OpenEnvConfig(env="org/env", docker_on_host=True)
+    with pytest.raises(ValueError, match="drop --taskset.docker-on-host"):
+        OpenEnvConfig(
+            env="org/env",
+            use_docker=True,
+            docker_on_host=True,
+            task={"user": {"runtime": {"type": "prime"}}},
+        )

@@ -273,3 +273,29 @@ def test_limits_end_a_fork_bomb_and_a_memory_hog_and_spare_the_rest(mine):
     finally:
         pool.close()
     assert labelled(mine) == []
+
+
+async def test_a_server_that_exits_before_ready_fails_at_once_with_its_log(
+    mine, tmp_path
+):
+    """Any local image runs with `image`; one whose server dies on start fails the
+    launch as soon as Docker says it exited, with its exit code and log tail."""
+    folder = tmp_path / "crashing_env"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(
+        "FROM ghcr.io/meta-pytorch/openenv-base:latest\n"
+        'CMD ["python3", "-c", "import sys; print(\'no such app\'); sys.exit(3)"]\n'
+    )
+    built = await asyncio.to_thread(ensure_env_image, folder)
+    target = EnvTarget(
+        env="test/crashing", use_docker=True, provider_kwargs={"image": built.image}
+    )
+    started = time.monotonic()
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure) as info:
+            await open_env(target, stack)
+    message = str(info.value)
+    assert f"({built.image}) exited with code 3 before it was ready" in message
+    assert message.endswith("no such app")
+    assert time.monotonic() - started < 60
+    assert labelled(mine) == []

@@ -127,6 +127,7 @@ class DockerLaunch(LocalDockerProvider):
         self.app_choice = None  # the image runs its own command
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
         self._base_url: str | None = None
+        self._image_name: str | None = None
         self._lock = threading.Lock()
         self._stopped = False
         self._checked_at = 0.0
@@ -193,7 +194,7 @@ class DockerLaunch(LocalDockerProvider):
         with self._lock:
             if self._stopped:
                 raise EnvFailure("the Docker launch was stopped")
-            self._container_name = name
+            self._container_name, self._image_name = name, image
         self._run_started = time.monotonic()
         result = self._docker(*argv[1:], timeout=self.launch_timeout_s, env=env)
         if result.returncode != 0:
@@ -238,6 +239,9 @@ class DockerLaunch(LocalDockerProvider):
             address, _, port = line.strip().rpartition(":")
             if port.isdigit():
                 return port
+        state = self._state()
+        if state is not None and not state.get("Running"):
+            raise EnvFailure(self._exit_message(state))  # gone before it was asked
         raise EnvFailure(
             f"container {self._container_name} publishes no port for "
             f"{self.options.container_port}/tcp: {result.stderr.strip()}"
@@ -270,7 +274,7 @@ class DockerLaunch(LocalDockerProvider):
                         raise EnvFailure(self._exit_message(state))
                 if time.monotonic() >= deadline:
                     raise EnvFailure(
-                        f"container {self._container_name} ({self.image and self.image.image}) "
+                        f"container {self._container_name} ({self._image_name}) "
                         f"was not ready at {url}/health within {timeout_s:.0f}s (raise "
                         "task.user.launch_timeout_s if it is just slow); its log ends "
                         f"with:\n{self.log_tail()}"
@@ -296,7 +300,7 @@ class DockerLaunch(LocalDockerProvider):
                 " (killed for exceeding its memory limit: raise provider_kwargs.memory)"
             )
         return (
-            f"container {self._container_name} ({self.image and self.image.image}) exited "
+            f"container {self._container_name} ({self._image_name}) exited "
             f"with code {state.get('ExitCode')}{why} before it was ready; its log ends "
             f"with:\n{self.log_tail()}"
         )
