@@ -331,7 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         _watch(args.pid)
         return 0
     started = time.monotonic()
-    engine = ensure_engine()
+    try:
+        engine = ensure_engine()
+    except EngineUnavailable as e:
+        print(f"no Docker engine: {e}", file=sys.stderr)
+        return 1
     print(
         f"docker engine: {'started' if engine.started_here else 'running'} "
         f"({time.monotonic() - started:.1f}s)",
