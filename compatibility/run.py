@@ -27,6 +27,10 @@ SIGKILL) when its env is done, on a timeout, and on Ctrl-C or SIGTERM.
 The env servers' prepared venvs go where openenv-v1 puts them (set
 OPENENV_V1_CACHE_DIR to choose). A first launch installs the env's dependencies:
 `--launch-timeout` (default 600 s) covers it.
+
+`--docker` runs each env in a container built from the env folder's own Dockerfile
+on this host's Docker engine instead (the image is tagged by a hash of the folder and
+reused on the next run).
 """
 
 from __future__ import annotations
@@ -532,6 +536,8 @@ def check_command(
         cmd += ["--provider-kwargs", j({"env_vars": env_vars})]
     if web_ui:
         cmd.append("--web-ui")
+    if args.docker:
+        cmd.append("--use-docker")
     return cmd
 
 
@@ -654,6 +660,8 @@ def eval_command(
     cmd += ["--taskset.task.user.reset-timeout-s", str(args.step_timeout)]
     if web_ui:
         cmd += ["--taskset.task.user.server-web-ui", "true"]
+    if args.docker:
+        cmd += ["--taskset.use-docker", "true", "--taskset.docker-on-host", "true"]
     cmd += ["--harness.id", "null", "-n", "1", "-r", "1"]
     cmd += ["--max-turns", str(spec.max_turns)]
     cmd += ["--no-push", "--no-rich", "-o", str(out_dir)]
@@ -865,6 +873,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-timeout", type=float, default=600.0)
     parser.add_argument("--step-timeout", type=float, default=30.0)
     parser.add_argument("--keep-logs", help="copy each eval's stderr here")
+    parser.add_argument(
+        "--docker",
+        action="store_true",
+        help="run each env in a container built from its own unmodified Dockerfile, "
+        "on this host's Docker engine (`check --use-docker`, `eval --taskset.use-docker "
+        "--taskset.docker-on-host`); needs the OpenEnv base image (in tests: "
+        "`python3 -m tests.docker_engine up`)",
+    )
     args = parser.parse_args(argv)
     envs_dir = args.envs_dir.resolve()
     names = env_names(envs_dir, args.only)

@@ -5,6 +5,9 @@ import pytest
 from tests.lifetime import bind_children_to_this_run
 from tests.servers import TEST_ENVS, WORDLE_APP, uvicorn_server
 
+# `real_docker`: a real Docker engine and the stand-in OpenEnv base image.
+pytest_plugins = ["tests.real_docker"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Every process a test starts dies with this test run, however it ends (see

@@ -1,10 +1,12 @@
 """The Docker path at its edges, with no Docker engine: a fake `docker` CLI.
 
-`tests/fake_docker/docker` answers the calls OpenEnv's `LocalDockerProvider` makes
-(`version`, `run`, `stop`, `rm`) and serves the local Wordle env as the "container" on
-the published host port, so a launch through `open_env(use_docker=True)` is real from
-the `docker run` argv down to the WebSocket. The `eval` run at the end stops at
-`--dry-run`: a real `--taskset.use-docker` run needs a Prime VM.
+`tests/fake_docker/docker` answers the calls `DockerLaunch` makes (`run`, `port`,
+`inspect`, `logs`, `stop`, `rm`, and the reaper's `ps`) and serves the local Wordle env
+as the "container" on the published host port, so a launch through
+`open_env(use_docker=True)` is real from the `docker run` argv down to the WebSocket.
+It covers what a real engine cannot produce on demand (a missing daemon, a registry
+image that cannot be pulled, a busy host port); `test_docker_launch.py` runs the real
+engine. The `eval` run at the end stops at `--dry-run`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from openenv_v1.core import (
     open_env,
     open_episode,
 )
+from openenv_v1.core.docker_reaper import owner_labels
 from openenv_wordle_v1 import WORDLE_APP as SPACE_APP
 from tests.servers import BIN, WORDLE_APP, free_port, processes_matching
 
@@ -67,9 +70,11 @@ class FakeDocker:
     state: Path
 
     def calls(self) -> list[list[str]]:
+        """The launch's own calls (not its readiness checks or a reaper's sweeps)."""
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        every = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [c for c in every if c[0] not in ("ps", "inspect", "logs")]
 
     def containers(self) -> list[dict]:
         if not self.state.exists():
@@ -117,10 +122,17 @@ def docker_target(env: str = SPACE, **provider_kwargs) -> EnvTarget:
     return EnvTarget(env=env, use_docker=True, provider_kwargs=provider_kwargs)
 
 
-def run_argv(name: str, port: int, env_vars: dict[str, str], image: str) -> list[str]:
-    argv = ["run", "-d", "--name", name, "-p", f"{port}:8000"]
-    for key, value in env_vars.items():
-        argv += ["-e", f"{key}={value}"]
+def run_argv(name: str, port: int | str, env_names: list[str], image: str) -> list[str]:
+    """What `DockerLaunch` runs: loopback publishing, the owner's labels, the default
+    limits, env vars by name only (values reach `docker` through its environment)."""
+    argv = ["run", "-d", "--init", "--name", name, "-p", f"127.0.0.1:{port}:8000"]
+    labels = owner_labels("docker", SPACE)
+    for key, value in labels.items():
+        argv += ["--label", f"{key}={value}"]
+    argv += ["--security-opt", "no-new-privileges", "--pids-limit", "1024"]
+    argv += ["--memory", "4g", "--memory-swap", "4g"]
+    for key in env_names:
+        argv += ["-e", key]
     return [*argv, image]
 
 
@@ -135,7 +147,7 @@ async def test_docker_launch_serves_wordle_and_stops_and_removes_the_container(
         client = await open_env(target, stack)
         (container,) = fake_docker.containers()
         port, pid = container["port"], container["pid"]
-        assert client.base_url == f"http://localhost:{port}"
+        assert client.base_url == f"http://127.0.0.1:{port}"
         # The env vars are the server's environment (a container inherits nothing).
         server_env = environ_of(pid)
         assert {k: server_env.get(k) for k in env_vars} == env_vars
@@ -155,12 +167,12 @@ async def test_docker_launch_serves_wordle_and_stops_and_removes_the_container(
                 await second.reset()
 
     calls = fake_docker.calls()
-    name = calls[1][3]
-    assert re.fullmatch(r"openenv-wordle-\d+", name)
+    name = calls[0][4]
+    assert re.fullmatch(r"openenv-wordle-\d+-[0-9a-f]{6}", name)
     assert calls == [
-        ["version"],
-        run_argv(name, port, env_vars, IMAGE),
-        ["stop", "-t", "5", container["id"]],
+        run_argv(name, "", list(env_vars), IMAGE),
+        ["port", container["id"], "8000/tcp"],
+        ["stop", "-t", "2", container["id"]],
         ["rm", "-f", container["id"]],
     ]
     assert fake_docker.containers() == []
@@ -168,10 +180,11 @@ async def test_docker_launch_serves_wordle_and_stops_and_removes_the_container(
     assert processes_matching(WORDLE_APP, f"--port {port}") == []
 
 
-async def test_docker_sees_the_same_launch_as_from_openenvs_own_from_env(fake_docker):
-    """The launcher makes the Docker branch of OpenEnv's `from_env` calls itself, off
-    the event loop and with its own launch timeout. What reaches `docker` is the same:
-    `from_env(..., use_docker=True)` runs here too, and the argv are compared."""
+async def test_docker_publishes_on_loopback_where_openenvs_own_from_env_does_not(
+    fake_docker,
+):
+    """OpenEnv's `from_env(..., use_docker=True)` publishes on every interface, with no
+    labels or limits; ours runs the same image on the same port on 127.0.0.1 only."""
     port = free_port()
     env_vars = {"WORDLE_MAX_SESSIONS": "2"}
     client = await GenericEnvClient.from_env(
@@ -190,22 +203,11 @@ async def test_docker_sees_the_same_launch_as_from_openenvs_own_from_env(fake_do
         assert (await ours_client.reset(word="crane")).done is False
     ours = fake_docker.calls()
 
-    def launch(calls: list[list[str]]) -> list[list[str]]:
-        version, run = calls[:2]
-        assert re.fullmatch(r"openenv-wordle-\d+", run[3])
-        return [version, [*run[:3], "<name>", *run[4:]]]
-
-    assert (
-        launch(ours)
-        == launch(theirs)
-        == [
-            ["version"],
-            run_argv("<name>", port, env_vars, IMAGE),
-        ]
-    )
-    # Both stop and remove their container; ours also removes one left "created".
+    assert theirs[1][:6] == ["run", "-d", "--name", theirs[1][3], "-p", f"{port}:8000"]
+    assert ours[0] == run_argv(ours[0][4], port, list(env_vars), IMAGE)
+    # Both stop and remove their container.
     assert [call[0] for call in theirs[2:]] == ["stop", "rm"]
-    assert [call[0] for call in ours[2:]] == ["stop", "rm"]
+    assert [call[0] for call in ours[1:]] == ["port", "stop", "rm"]
     assert fake_docker.containers() == []
 
 
@@ -225,7 +227,7 @@ async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
             # The whole episode opening, as the user simulator does it: the action
             # schema comes from the container's published port.
             episode = await open_episode(target, EpisodeLimits(), stack)
-            assert episode.client.base_url == f"http://localhost:{port}"
+            assert episode.client.base_url == f"http://127.0.0.1:{port}"
             (container,) = fake_docker.containers()
             # Forwarded variables (`task.user.forward_env`) reach the container.
             server_env = environ_of(container["pid"])
@@ -234,10 +236,13 @@ async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
             raise RuntimeError("the rollout failed")
 
     calls = fake_docker.calls()
-    assert calls[1][:6] == ["run", "-d", "--name", calls[1][3], "-p", f"{port}:8000"]
-    assert calls[1][-1] == ODD_IMAGE
-    assert calls[2:] == [
-        ["stop", "-t", "5", container["id"]],
+    assert calls[0][:7] == ["run", "-d", "--init", "--name", calls[0][4], "-p"] + [
+        f"127.0.0.1:{port}:8000"
+    ]
+    assert calls[0][-3:] == ["-e", "OPENENV_V1_TEST_TOKEN", ODD_IMAGE]
+    assert calls[1:] == [
+        ["port", container["id"], "8000/tcp"],
+        ["stop", "-t", "2", container["id"]],
         ["rm", "-f", container["id"]],
     ]
     assert fake_docker.containers() == []
@@ -250,23 +255,23 @@ async def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(fake_docke
         with pytest.raises(EnvFailure) as info:
             await open_env(docker_target(tag="no-such-tag"), stack)
     message = str(info.value)
-    assert f"cannot launch {SPACE} with the Docker provider" in message
+    assert f"cannot launch {SPACE} with Docker" in message
     assert "registry.hf.space/openenv-wordle:no-such-tag" in message
     assert "manifest unknown" in message
     assert time.monotonic() - started < 10
     # Nothing ran, so nothing is stopped; a container Docker may have created under
     # the run's name is removed.
     calls = fake_docker.calls()
-    assert calls[2:] == [["rm", "-f", calls[1][3]]]
+    assert calls[1:] == [["rm", "-f", calls[0][4]]]
     assert fake_docker.containers() == []
 
 
 async def test_no_docker_daemon_fails_naming_docker(fake_docker, monkeypatch):
     monkeypatch.setenv("FAKE_DOCKER_DAEMON", "down")
     async with contextlib.AsyncExitStack() as stack:
-        with pytest.raises(EnvFailure, match="Docker is not available"):
+        with pytest.raises(EnvFailure, match="Cannot connect to the Docker daemon"):
             await open_env(docker_target(tag=TAG), stack)
-    assert fake_docker.calls() == [["version"]]
+    assert [call[0] for call in fake_docker.calls()] == ["run", "rm"]
 
 
 async def test_a_busy_host_port_fails_naming_the_port(fake_docker):
@@ -277,11 +282,11 @@ async def test_a_busy_host_port_fails_naming_the_port(fake_docker):
         async with contextlib.AsyncExitStack() as stack:
             with pytest.raises(EnvFailure) as info:
                 await open_env(docker_target(tag=TAG, port=port), stack)
-    assert f"0.0.0.0:{port} failed: port is already allocated" in str(info.value)
-    # Docker kept the container it created but could not start. OpenEnv got no id
-    # for it, so it is removed by the name the run gave it.
+    assert f"127.0.0.1:{port} failed: port is already allocated" in str(info.value)
+    # Docker kept the container it created but could not start. There is no id for
+    # it, so it is removed by the name the run gave it.
     calls = fake_docker.calls()
-    assert calls[2:] == [["rm", "-f", calls[1][3]]]
+    assert calls[1:] == [["rm", "-f", calls[0][4]]]
     assert fake_docker.containers() == []
 
 
@@ -367,3 +372,33 @@ def test_use_docker_flags_resolve_to_a_prime_vm_user_with_the_docker_settings(
     # What the user on the VM passes to `from_env`: ours, plus the Space's app (which
     # the Docker provider ignores, as the first test shows).
     assert user["provider_kwargs"] == {**provider_kwargs, "app": SPACE_APP}
+
+
+def test_docker_on_host_keeps_the_user_here_and_shares_containers():
+    from openenv_v1.vf02.config import OpenEnvConfig
+
+    config = OpenEnvConfig(env="org/env", use_docker=True, docker_on_host=True)
+    assert config.task.user.runtime.type == "subprocess"
+    assert config.task.user.colocated is False
+    assert config.shares_servers()
+    native = OpenEnvConfig(
+        env="org/env", use_docker=True, docker_on_host=True, tool_calls="native"
+    )
+    assert native.shares_servers()
+    # The default placement is unchanged: a Prime VM, nothing shared.
+    default = OpenEnvConfig(env="org/env", use_docker=True)
+    assert default.task.user.runtime.type == "prime" and not default.shares_servers()
+
+
+def test_docker_on_host_without_use_docker_or_with_a_remote_user_names_the_fix():
+    from openenv_v1.vf02.config import OpenEnvConfig
+
+    with pytest.raises(ValueError, match="add --taskset.use-docker true"):
+        OpenEnvConfig(env="org/env", docker_on_host=True)
+    with pytest.raises(ValueError, match="drop --taskset.docker-on-host"):
+        OpenEnvConfig(
+            env="org/env",
+            use_docker=True,
+            docker_on_host=True,
+            task={"user": {"runtime": {"type": "prime"}}},
+        )

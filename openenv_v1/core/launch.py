@@ -7,7 +7,7 @@ Four ways, chosen by `EnvTarget`:
   servers), in this process or over its loopback endpoint, and open a session of
   one's own on it.
 - `env`: launch a server for this episode alone with OpenEnv's UV provider (extended
-  by `SupervisedUVProvider`), or its Docker provider with `use_docker`.
+  by `SupervisedUVProvider`), or a container with `use_docker` (`DockerLaunch`).
 
 Everything opened is registered on the caller's `AsyncExitStack`, so closing the stack
 closes the WebSocket session and stops (or hands back) the server, on success, error
@@ -21,7 +21,6 @@ import contextlib
 import functools
 import logging
 import os
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,7 +36,7 @@ from tenacity import (
 
 from openenv_v1.core.errors import EnvFailure, describe, server_error_code
 from openenv_v1.core.http_client import async_client
-from openenv_v1.core.light_import import generic_client_class, without_gradio
+from openenv_v1.core.light_import import generic_client_class
 
 logger = logging.getLogger(__name__)
 
@@ -199,60 +198,28 @@ async def _open_uv(
 
 
 async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
-    """Run the Space's image with OpenEnv's Docker provider. Its calls block (the
-    pull, the readiness wait), so they run off the event loop; the image runs its own
-    command, so only `tag`, `port` and `env_vars` of `provider_kwargs` apply."""
-    with without_gradio():
-        from openenv.core.containers.runtime.providers import LocalDockerProvider
+    """Run a container for this episode alone (`docker_launch.DockerLaunch`: the
+    `image`, one built from `project_path`, or the Space's). Its calls block (a build,
+    `docker run`, the readiness wait), so they run off the event loop; on
+    cancellation they are abandoned and the stack's `stop` removes the container
+    (a `docker run` still under way removes its own once it returns)."""
+    from openenv_v1.core.docker_launch import docker_launch_plan
 
-    assert target.env is not None
-    kwargs, start_args = _split_start_args(target, ("port", "env_vars"))
-    tag = kwargs.pop("tag", "latest")
-    if kwargs:
-        logger.warning(
-            "Docker mode ignores provider_kwargs %s (the image runs its own command)",
-            ", ".join(sorted(kwargs)),
-        )
-    from openenv_v1.core.openenv_lines import hf_space_subdomain
-
-    image = f"registry.hf.space/{hf_space_subdomain(target.env)}:{tag}"
+    provider, start_args = docker_launch_plan(target)
+    stack.push_async_callback(anyio.to_thread.run_sync, provider.stop)
     try:
-        provider = await anyio.to_thread.run_sync(LocalDockerProvider)
-        stack.push_async_callback(anyio.to_thread.run_sync, _remove_container, provider)
         url = await anyio.to_thread.run_sync(
-            functools.partial(provider.start_container, image, **start_args)
+            functools.partial(provider.start, **start_args), abandon_on_cancel=True
         )
-        await anyio.to_thread.run_sync(
-            functools.partial(
-                provider.wait_for_ready, url, timeout_s=target.launch_timeout_s
-            )
-        )
+        await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
     except Exception as e:
-        # A failed `docker run` quotes its command line, `-e NAME=value` included.
-        message = _redact(describe(e), target.secret_env.values())
-        raise EnvFailure(
-            f"cannot launch {target.env} with the Docker provider: {message}"
-        ) from None
+        # Docker's own messages may quote a command line: keep secrets out.
+        message = _redact(
+            str(e) if isinstance(e, EnvFailure) else describe(e),
+            target.secret_env.values(),
+        )
+        raise EnvFailure(f"cannot launch {target.env} with Docker: {message}") from None
     return await _connect(target, url, stack, what=f"the {target.env} container")
-
-
-def _remove_container(provider: Any) -> None:
-    """Stop and remove whatever the provider's `docker run` created. OpenEnv's own
-    `stop_container` misses two cases: a run that created the container and then
-    failed (a busy host port) leaves it behind, having no id for it, and a `stop` that
-    fails or times out skips the `rm`. OpenEnv keeps the id and name only on private
-    attributes, so they are read from there."""
-    container_id = getattr(provider, "_container_id", None)
-    name = getattr(provider, "_container_name", None)
-    commands = []
-    if container_id:
-        commands.append(["docker", "stop", "-t", "5", container_id])
-    if container_id or name:
-        commands.append(["docker", "rm", "-f", container_id or name])
-    for argv in commands:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(argv, capture_output=True, timeout=30, check=False)
-    provider._container_id = provider._container_name = None
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:

@@ -53,7 +53,8 @@ import anyio
 import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe
-from openenv_v1.core.launch import EnvTarget, uv_launch_failure, uv_launch_plan
+from openenv_v1.core.launch import EnvTarget
+from openenv_v1.core.launchers import launch_failure, launch_plan
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ class _Wait:
 
 
 class ServerPool:
-    """Shared UV-launched servers for one env target; see the module docstring.
+    """Shared env servers (UV processes or containers) for one env target; see the
+    module docstring.
 
     `start()` launches the first server; rollouts in this process lease through
     `local()`, rollouts in other processes through the URL `serve_http()` returns
@@ -133,8 +135,8 @@ class ServerPool:
         max_servers: int | None = None,
         capacity_wait_s: float = 30.0,
     ) -> None:
-        if target.base_url or target.use_docker or not target.env:
-            raise ValueError("ServerPool launches UV servers: give it an `env` target")
+        if target.base_url or not target.env:
+            raise ValueError("ServerPool launches env servers: give it an `env` target")
         self._target = target
         self._sessions_per_server = sessions_per_server
         # A fixed port can only be bound once.
@@ -387,7 +389,7 @@ class ServerPool:
                 loop.call_soon_threadsafe(_complete, changed)
 
     def _launch_locked(self) -> None:
-        provider, start_args = uv_launch_plan(self._target)
+        provider, start_args = launch_plan(self._target)
         provider.run_on_owner = self._on_owner
         server = _Server(provider, capacity=self._sessions_per_server)
         self._servers.append(server)
@@ -409,7 +411,7 @@ class ServerPool:
             with self._cond:
                 if server in self._servers:
                     self._servers.remove(server)
-                self._failure = str(uv_launch_failure(self._target, e))
+                self._failure = str(launch_failure(self._target, e))
                 self._notify_locked()
             logger.error("%s", self._failure)
             return

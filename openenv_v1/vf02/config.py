@@ -48,12 +48,20 @@ class OpenEnvConfig(vf.TasksetConfig):
     """URL of a running OpenEnv server. Connect only: nothing is cloned or launched, and
     `env`, `use_docker` and provider settings are ignored."""
     use_docker: bool = False
-    """Launch with OpenEnv's Docker provider instead of UV. The user then runs on its
-    own Prime VM (`colocated` off, `vm` on). Not with `base_url`."""
+    """Launch the env in a Docker container instead of with UV: the image in
+    `provider_kwargs.image`, else one built from `provider_kwargs.project_path`'s
+    Dockerfile, else the Space's image. The user then runs on its own Prime VM
+    (`colocated` off, `vm` on) unless `docker_on_host`. Not with `base_url`."""
+    docker_on_host: bool = False
+    """With `use_docker`: run the containers with this host's Docker engine, the user
+    simulator staying in its runtime on this host (which must be local), and
+    containers shared like UV servers (`shared_servers`). Off, the user gets a Prime
+    VM of its own, with Docker there."""
     shared_servers: bool = True
     """Launch `env` once per eval and let rollouts share it, each on its own session
     (more servers are launched while all are at their session limit). Applies to UV
-    launches with a local user simulator; off, each rollout launches its own."""
+    launches and `docker_on_host` containers, with a local user simulator; off, each
+    rollout launches its own."""
     sessions_per_server: int | None = Field(None, ge=1)
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""
@@ -79,7 +87,7 @@ class OpenEnvConfig(vf.TasksetConfig):
     step; for models trained to call tools, with a harness that passes task tools
     to the model (e.g. `--harness.id null`, which in verifiers 0.2.1 also needs the
     `--harness.env` of README "Text or native tool calls"). Native needs the user
-    simulator on this host (not with `use_docker`)."""
+    simulator on this host (with `use_docker`, only with `docker_on_host`)."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""
 
@@ -90,7 +98,9 @@ class OpenEnvConfig(vf.TasksetConfig):
                 "use_docker launches a server, but base_url connects to a running one: "
                 "drop --taskset.use-docker, or drop --taskset.base-url"
             )
-        if self.use_docker:
+        if self.docker_on_host:
+            self._require_docker_on_host()
+        elif self.use_docker:
             # Docker needs its own daemon: run it in a VM, never nested in a container.
             user = self.task.user
             user.colocated = False
@@ -104,12 +114,30 @@ class OpenEnvConfig(vf.TasksetConfig):
             self._require_local_user()
         return self
 
+    def _require_docker_on_host(self) -> None:
+        from verifiers.v1.runtimes import runtime_is_local
+
+        user = self.task.user
+        if not self.use_docker:
+            raise ValueError(
+                "docker_on_host places Docker launches, but use_docker is off: add "
+                "--taskset.use-docker true, or drop --taskset.docker-on-host"
+            )
+        if user.colocated or not runtime_is_local(user.runtime):
+            raise ValueError(
+                "docker_on_host runs the user simulator on this host beside its Docker "
+                "engine, but task.user places it elsewhere (colocated, or a "
+                "non-local runtime): drop those task.user settings, or drop "
+                "--taskset.docker-on-host to run Docker on a Prime VM"
+            )
+
     def _require_local_user(self) -> None:
         from verifiers.v1.runtimes import runtime_is_local
 
         user = self.task.user
-        if self.use_docker or user.colocated or not runtime_is_local(user.runtime):
-            where = "on a Prime VM (use_docker)" if self.use_docker else "off this host"
+        on_vm = self.use_docker and not self.docker_on_host
+        if on_vm or user.colocated or not runtime_is_local(user.runtime):
+            where = "on a Prime VM (use_docker)" if on_vm else "off this host"
             raise ValueError(
                 "tool_calls native needs the user simulator on this host: it keeps the "
                 "env session, and the eval's tool server forwards each tool call to it "
@@ -118,8 +146,9 @@ class OpenEnvConfig(vf.TasksetConfig):
             )
 
     def shares_servers(self) -> bool:
-        """Whether rollouts lease shared servers launched by the taskset: UV launches
-        whose user simulator runs on this host (so it reaches 127.0.0.1)."""
+        """Whether rollouts lease shared servers launched by the taskset: UV launches,
+        or Docker ones on this host (`docker_on_host`), whose user simulator runs on
+        this host (so it reaches 127.0.0.1)."""
         from verifiers.v1.runtimes import runtime_is_local
 
         user = self.task.user
@@ -127,7 +156,7 @@ class OpenEnvConfig(vf.TasksetConfig):
             self.shared_servers
             and self.env
             and not self.base_url
-            and not self.use_docker
+            and (not self.use_docker or self.docker_on_host)
             and not user.colocated
             and runtime_is_local(user.runtime)
         )

@@ -38,9 +38,10 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     """URL of a running OpenEnv server. Connect only: nothing is cloned or launched,
     and `env`, `use_docker` and provider settings are ignored."""
     use_docker: bool = False
-    """Launch each rollout's server with OpenEnv's Docker provider instead of UV. The
-    env runs in the eval process, so this needs Docker on this host. Not with
-    `base_url`."""
+    """Launch the env in a Docker container on this host instead of with UV: the
+    image in `provider_kwargs.image`, else one built from
+    `provider_kwargs.project_path`'s Dockerfile, else the Space's image. Containers are
+    shared like UV servers (`shared_servers`). Not with `base_url`."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     tool_calls: ToolCalls = "text"
@@ -52,7 +53,7 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     shared_servers: bool = True
     """Launch `env` once per eval and let rollouts share it, each on its own session
     (more servers are launched while all are at their session limit). Applies to UV
-    launches; off, each rollout launches its own."""
+    and Docker launches; off, each rollout launches its own."""
     sessions_per_server: int | None = Field(None, ge=1)
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""
@@ -84,13 +85,9 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
             )
 
     def shares_servers(self) -> bool:
-        """Whether rollouts lease shared servers launched once per eval (UV)."""
-        return bool(
-            self.shared_servers
-            and self.env
-            and not self.base_url
-            and not self.use_docker
-        )
+        """Whether rollouts lease shared servers (UV or Docker) launched once per
+        eval."""
+        return bool(self.shared_servers and self.env and not self.base_url)
 
     def forwarded_values(self) -> dict[str, str]:
         """Values of `forward_env` in this process; a missing one is an error naming

@@ -1,0 +1,260 @@
+"""The image a Docker launch runs: a given one, or one built from the env's folder.
+
+`image_for(...)` picks, in order: `provider_kwargs.image` as given (a local or registry
+image); with a local `project_path`, an image built from that folder's own Dockerfile
+(`server/Dockerfile`, else `Dockerfile`); else the Hugging Face Space's image
+`registry.hf.space/<owner>-<name>:<tag>`.
+
+A folder is built as OpenEnv's `openenv build` builds a standalone env: the folder is
+the build context, with the build arguments `BUILD_MODE=standalone` and
+`ENV_NAME=<folder name without _env>`. BuildKit is on (env Dockerfiles use `RUN
+--mount=type=cache`). The tag names a hash of the folder's files (and of the build
+arguments and the ids of the local images its stages start FROM),
+`openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base reuses its
+image and an edited one is rebuilt. A failed build raises `EnvFailure` naming the failing step
+and the tail of its output.
+
+    built = ensure_env_image("/path/to/maze_env")
+    print(built.image, "reused" if built.reused else f"built in {built.seconds:.0f}s")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from openenv_v1.core.errors import EnvFailure
+
+DOCKER_VAR = "OPENENV_V1_DOCKER"
+"""Environment variable naming the `docker` client to run (default: `docker` on PATH)."""
+INPUTS_LABEL = "org.openenv-v1.inputs"
+BUILD_TIMEOUT_S = 1800.0
+OUTPUT_TAIL_CHARS = 3000
+# Never part of the image's inputs: caches and VCS data that builds do not read.
+_SKIPPED = {
+    ".git",
+    "__pycache__",
+    ".venv",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+}
+
+
+def docker_cli() -> str:
+    """The `docker` client to run: `$OPENENV_V1_DOCKER`, else `docker` on PATH."""
+    return os.environ.get(DOCKER_VAR) or "docker"
+
+
+@dataclass(frozen=True)
+class EnvImage:
+    """The image a launch runs, and how it was had."""
+
+    image: str
+    source: str
+    """`image setting`, `built from <dockerfile>`, or `Space image`."""
+    reused: bool | None = None
+    """For a built image: it was already there for these files (None otherwise)."""
+    seconds: float = 0.0
+    """Time spent finding or building it."""
+
+
+def dockerfile_of(folder: Path) -> Path | None:
+    """The env folder's Dockerfile, where `openenv build` looks for it."""
+    for candidate in (folder / "server" / "Dockerfile", folder / "Dockerfile"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
+    """The images the Dockerfile's stages start `FROM` (build-argument defaults and
+    `build_args` substituted; earlier stages and `scratch` left out)."""
+    args = dict(build_args)
+    stages: set[str] = set()
+    images: list[str] = []
+    for line in dockerfile.read_text(errors="replace").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
+            name, _, default = words[1].partition("=")
+            args.setdefault(name, default.strip("\"'"))
+        elif len(words) >= 2 and words[0].upper() == "FROM":
+            rest = [w for w in words[1:] if not w.startswith("--")]
+            image = re.sub(
+                r"\$\{?(\w+)\}?", lambda m: args.get(m[1], ""), rest[0] if rest else ""
+            )
+            if len(rest) >= 3 and rest[1].upper() == "AS":
+                stages.add(rest[2].lower())
+            if image and image.lower() not in stages | {"scratch"}:
+                images.append(image)
+    return images
+
+
+def _image_id(image: str) -> str:
+    """The local image's id, or "" when it is not here (the build pulls it)."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        result = subprocess.run(
+            [docker_cli(), "image", "inspect", "--format", "{{.Id}}", image],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return result.stdout.strip() if result.returncode == 0 else ""
+    return ""
+
+
+def folder_hash(folder: Path, build_args: Mapping[str, str]) -> str:
+    """A hash of every file under `folder` (path, mode and bytes; caches and `.git`
+    left out) and of `build_args` (the build arguments and the ids of the base
+    images)."""
+    digest = hashlib.sha256()
+    for key in sorted(build_args):
+        digest.update(f"arg {key}={build_args[key]}\0".encode())
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED)
+        for name in sorted(files):
+            if name.endswith(".pyc"):
+                continue
+            path = Path(root) / name
+            relative = path.relative_to(folder).as_posix()
+            with contextlib.suppress(OSError):
+                if path.is_symlink():
+                    digest.update(f"link {relative} {os.readlink(path)}\0".encode())
+                    continue
+                mode = path.stat().st_mode & 0o111
+                digest.update(f"file {relative} {mode:o}\0".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def build_args_of(folder: Path) -> dict[str, str]:
+    """The build arguments `openenv build` passes for a standalone env folder."""
+    return {"BUILD_MODE": "standalone", "ENV_NAME": folder.name.replace("_env", "")}
+
+
+def image_tag(folder: Path, digest: str) -> str:
+    name = re.sub(r"[^a-z0-9_.-]+", "-", folder.name.lower()).strip("-.") or "env"
+    return f"openenv-v1/{name}:{digest}"
+
+
+def ensure_env_image(
+    folder: str | Path, *, timeout_s: float = BUILD_TIMEOUT_S
+) -> EnvImage:
+    """The image built from `folder`'s Dockerfile for its current files: reused when
+    present, built otherwise (one build at a time per image on this host)."""
+    started = time.monotonic()
+    folder = Path(folder).resolve()
+    dockerfile = dockerfile_of(folder)
+    if dockerfile is None:
+        raise EnvFailure(
+            f"{folder} has no server/Dockerfile or Dockerfile to build an image from: "
+            "add one, or set task.user.provider_kwargs.image to an existing image"
+        )
+    build_args = build_args_of(folder)
+    bases = {image: _image_id(image) for image in base_images(dockerfile, build_args)}
+    tag = image_tag(folder, folder_hash(folder, {**build_args, **bases}))
+    source = f"built from {dockerfile}"
+    with _build_lock(tag):
+        if _image_exists(tag):
+            return EnvImage(
+                tag, source, reused=True, seconds=time.monotonic() - started
+            )
+        _build(folder, dockerfile, tag, build_args, timeout_s)
+    return EnvImage(tag, source, reused=False, seconds=time.monotonic() - started)
+
+
+def _image_exists(image: str) -> bool:
+    try:
+        result = subprocess.run(
+            [docker_cli(), "image", "inspect", "--format", "{{.Id}}", image],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvFailure(f"cannot ask Docker about image {image}: {e}") from e
+    return result.returncode == 0
+
+
+def _build(
+    folder: Path,
+    dockerfile: Path,
+    tag: str,
+    build_args: Mapping[str, str],
+    timeout_s: float,
+) -> None:
+    argv = [docker_cli(), "build", "--progress", "plain", "--network", "host"]
+    argv += ["-f", str(dockerfile), "-t", tag, "--label", f"{INPUTS_LABEL}={tag}"]
+    for key, value in build_args.items():
+        argv += ["--build-arg", f"{key}={value}"]
+    argv.append(str(folder))
+    try:
+        result = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        )
+    except subprocess.TimeoutExpired as e:
+        output = _text(e.stdout) + _text(e.stderr)
+        raise EnvFailure(
+            f"building {tag} from {dockerfile} took longer than {timeout_s:.0f}s; "
+            f"its output ends with:\n{output[-OUTPUT_TAIL_CHARS:]}"
+        ) from None
+    except OSError as e:
+        raise EnvFailure(f"cannot run {argv[0]!r} to build {tag}: {e}") from e
+    if result.returncode != 0:
+        raise EnvFailure(build_failure(tag, dockerfile, result.stdout + result.stderr))
+
+
+def build_failure(tag: str, dockerfile: Path, output: str) -> str:
+    """What a failed `docker build --progress plain` says, for the person reading it:
+    the failing step and the tail of the output."""
+    if "buildx component is missing" in output or "requires buildx" in output:
+        return (
+            f"building {tag} needs BuildKit, and this `docker` client ({docker_cli()}) "
+            "wants the buildx plugin for it: install docker-buildx, or point "
+            f"{DOCKER_VAR} at a client with BuildKit built in (e.g. Debian's "
+            "/usr/bin/docker)"
+        )
+    steps = dict(re.findall(r"^#(\d+) (\[.*?\] .*)$", output, re.M))
+    failed = re.findall(r"^#(\d+) ERROR: (.*)$", output, re.M)
+    where = ""
+    if failed and failed[-1][0] in steps:
+        where = f" at step `{steps[failed[-1][0]]}` ({failed[-1][1]})"
+    return (
+        f"building {tag} from {dockerfile} failed{where}; its output ends with:\n"
+        f"{output.strip()[-OUTPUT_TAIL_CHARS:]}"
+    )
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+@contextlib.contextmanager
+def _build_lock(tag: str):
+    """One build of `tag` at a time across this host's processes."""
+    root = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / "openenv-v1-builds"
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / (hashlib.sha256(tag.encode()).hexdigest()[:16] + ".lock")
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,0 +1,191 @@
+"""No container left behind: labels on every container, and a reaper per owner.
+
+The Docker daemon owns containers, so no signal reaches them when the process that
+started them dies: a SIGKILLed eval would leave them running. So every container this
+package starts carries labels (`owner_labels()`), and the first container a process
+starts also starts a small reaper process for it (`ensure_reaper()`, once per
+process). The reaper runs in a session of its own and holds the read end of a pipe
+whose write end only the owner holds; when the owner is gone (normal exit, error,
+SIGTERM, SIGKILL) the pipe reaches end-of-file and the reaper removes every container
+labelled with the owner's token (`docker rm -f`), then once more a few seconds later,
+for a `docker run` that was still under way.
+
+A reaper that is itself killed leaves its owner's containers behind; the next reaper
+started on this host sweeps them (`sweep_orphans()`): containers whose owner process,
+on this host and boot, no longer exists.
+
+The reaper runs this file as a script with the standard library only (no package
+import), so starting one costs a bare interpreter.
+
+    labels = owner_labels("docker", env="org/maze")   # ensures the reaper runs
+    argv += [f"--label={k}={v}" for k, v in labels.items()]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+MANAGED_LABEL = "org.openenv-v1.managed"
+OWNER_LABEL = "org.openenv-v1.owner"
+"""`<host>/<boot id>/<pid>/<process start time>` of the process that started it."""
+RUN_LABEL = "org.openenv-v1.run"
+ENV_LABEL = "org.openenv-v1.env"
+RUN_ID_VAR = "OPENENV_V1_RUN_ID"
+"""Environment variable whose value becomes every container's run label (default: the
+owner token)."""
+# Sweeps after the owner is gone: at once, then for `docker run`s still under way.
+_SWEEP_DELAYS_S = (0.0, 3.0, 10.0)
+
+_lock = threading.Lock()
+# This process's reapers, one per Docker client and daemon address it has used:
+# (pid, client path, DOCKER_HOST) -> (reaper, write end of its pipe).
+_reapers: dict[tuple[int, str, str], tuple[subprocess.Popen, int]] = {}
+
+
+def _boot_id() -> str:
+    with contextlib.suppress(OSError):
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return "unknown-boot"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22),
+    which tells a process from a later one that reuses its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+
+
+def host_prefix() -> str:
+    return f"{socket.gethostname()}/{_boot_id()}"
+
+
+def owner_token(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{host_prefix()}/{pid}/{_start_time(pid) or '0'}"
+
+
+def owner_alive(token: str) -> bool:
+    """Whether the owner named by `token` still runs (True for another host's or
+    boot's owner: it cannot be told from here)."""
+    parts = token.rsplit("/", 2)
+    if len(parts) != 3 or parts[0] != host_prefix() or not parts[1].isdigit():
+        return True
+    return _start_time(int(parts[1])) == parts[2]
+
+
+def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
+    """The labels a container started by this process with the `docker` client
+    carries; starts this process's reaper first, so the container is never
+    unwatched."""
+    token = owner_token()
+    ensure_reaper(docker, token)
+    labels = {
+        MANAGED_LABEL: "1",
+        OWNER_LABEL: token,
+        RUN_LABEL: os.environ.get(RUN_ID_VAR) or token,
+    }
+    if env:
+        labels[ENV_LABEL] = env
+    return labels
+
+
+def ensure_reaper(docker: str, token: str | None = None) -> None:
+    """Start this process's reaper for the `docker` client and the daemon it talks to,
+    unless it runs (a forked child gets its own)."""
+    docker = shutil.which(docker) or docker
+    key = (os.getpid(), docker, os.environ.get("DOCKER_HOST", ""))
+    with _lock:
+        running = _reapers.get(key)
+        if running is not None and running[0].poll() is None:
+            return
+        read_fd, write_fd = os.pipe()  # both non-inheritable (PEP 446)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-S", __file__, token or owner_token(), docker],
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            os.close(read_fd)
+        # The write end stays open, unused, for this process's life.
+        _reapers[key] = (process, write_fd)
+
+
+def containers(docker: str, *filters: str) -> list[str]:
+    """Ids of containers (running or not) matching every `label=` filter."""
+    argv = [docker, "ps", "-aq"]
+    for label in filters:
+        argv += ["--filter", f"label={label}"]
+    try:
+        result = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split() if result.returncode == 0 else []
+
+
+def remove(docker: str, ids: list[str]) -> None:
+    if ids:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(
+                [docker, "rm", "-f", *ids],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+
+
+def sweep_owner(docker: str, token: str) -> None:
+    remove(docker, containers(docker, f"{OWNER_LABEL}={token}"))
+
+
+def sweep_orphans(docker: str) -> None:
+    """Remove this package's containers whose owner process on this host is gone."""
+    argv = [docker, "ps", "-a", "--filter", f"label={MANAGED_LABEL}"]
+    argv += ["--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}']
+    try:
+        result = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    orphans = []
+    for line in result.stdout.splitlines():
+        container, _, token = line.partition(" ")
+        if token and not owner_alive(token):
+            orphans.append(container)
+    remove(docker, orphans)
+
+
+def _reap(token: str, docker: str) -> None:
+    """The reaper's life: sweep orphans of earlier owners, wait for the owner to go
+    (end-of-file on stdin, or its pid gone, checked every second), then sweep."""
+    sweep_orphans(docker)
+    while owner_alive(token):
+        ready, _, _ = select.select([sys.stdin.fileno()], [], [], 1.0)
+        if ready and not os.read(sys.stdin.fileno(), 4096):
+            break
+    started = time.monotonic()
+    for delay in _SWEEP_DELAYS_S:
+        time.sleep(max(0.0, started + delay - time.monotonic()))
+        sweep_owner(docker, token)
+
+
+if __name__ == "__main__":
+    _reap(sys.argv[1], sys.argv[2])

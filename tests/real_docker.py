@@ -1,0 +1,85 @@
+"""The real Docker engine for tests: a session fixture and what tests ask Docker.
+
+`real_docker` has an engine answer and the stand-in OpenEnv base image built
+(`tests.docker_engine`), and points openenv-v1 at Debian's `docker` client (BuildKit
+without buildx). With no engine to be had the test is skipped, saying why; under
+`CI=true` it fails instead, since CI must run these tests. An engine started here is
+stopped when the session ends.
+
+    def test_something(real_docker): ...   # the fixtures are a conftest plugin
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openenv_v1.core.docker_image import DOCKER_VAR
+from tests import docker_engine
+
+CODE_ENV = Path(__file__).resolve().parent / "envs" / "docker" / "code_env"
+
+
+@pytest.fixture(scope="session")
+def _engine() -> Iterator[None]:
+    in_ci = os.environ.get("CI", "").lower() == "true"
+    try:
+        engine = docker_engine.ensure_engine(install=in_ci)
+    except docker_engine.EngineUnavailable as e:
+        if in_ci:
+            pytest.fail(f"CI runs the Docker tests, but there is no engine: {e}")
+        pytest.skip(f"no Docker engine: {e}")
+    try:
+        docker_engine.ensure_base_image(log=lambda _: None)
+        yield
+    finally:
+        if engine.started_here:
+            docker_engine.stop_engine()
+
+
+@pytest.fixture
+def real_docker(_engine, monkeypatch) -> str:
+    """Debian's docker client, also what openenv-v1 runs for this test."""
+    monkeypatch.setenv(DOCKER_VAR, docker_engine.DOCKER)
+    return docker_engine.DOCKER
+
+
+def docker_json(*args: str) -> list[dict]:
+    """`docker <args> --format '{{json .}}'` (e.g. `inspect ID`), parsed."""
+    result = docker_engine.docker(*args, "--format", "{{json .}}", check=False)
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def labelled(label: str) -> list[str]:
+    """Ids of containers, running or not, that carry `label` (`key=value`)."""
+    result = docker_engine.docker(
+        "ps", "-aq", "--filter", f"label={label}", check=False
+    )
+    return result.stdout.split()
+
+
+def wait_until_gone(label: str, timeout_s: float = 30.0) -> float:
+    """Seconds until no container carries `label`; fails after `timeout_s`."""
+    started = time.monotonic()
+    while labelled(label):
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(
+                f"containers labelled {label} still exist after {timeout_s:.0f}s"
+            )
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def remove_labelled(label: str) -> None:
+    """Clean up after a failed test."""
+    ids = labelled(label)
+    if ids:
+        subprocess.run(
+            [docker_engine.DOCKER, "rm", "-f", *ids], capture_output=True, check=False
+        )

@@ -1,0 +1,126 @@
+"""verifiers 0.2 `eval` with Docker on this host (`use_docker` + `docker_on_host`), a
+real engine, and an env built from its own Dockerfile: rollouts share one container,
+published on loopback, gone when the eval ends. The default placement (a Prime VM per
+user simulator) is checked in test_docker.py and test_config.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+from openenv_v1.core.docker_reaper import RUN_LABEL
+from tests import docker_engine
+from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
+from tests.servers import BIN, eval_environ, model_flags, policy_server, run_eval
+from tests.test_eval import NULL_HARNESS, assert_all_done
+
+
+def container_starts(label: str, since: float) -> int:
+    """How many containers carrying `label` started since `since` (epoch seconds)."""
+    result = docker_engine.docker(
+        "events",
+        "--since",
+        f"{since:.0f}",
+        "--until",
+        f"{time.time():.0f}",
+        "--filter",
+        f"label={label}",
+        "--filter",
+        "event=start",
+        "--format",
+        "{{.ID}}",
+        timeout=60,
+    )
+    return len(result.stdout.split())
+
+
+def test_eval_runs_an_env_folder_in_one_shared_container_on_this_host(
+    real_docker, tmp_path
+):
+    run_id = f"test-eval-docker-{os.getpid()}"
+    label = f"{RUN_LABEL}={run_id}"
+    started = time.time()
+    script = ['{"code": "print(6 * 7)"}']
+    try:
+        with policy_server("script", script=script) as policy:
+            proc, traces = run_eval(
+                [
+                    "openenv-v1",
+                    "--taskset.env",
+                    "test/code_env",
+                    "--taskset.use-docker",
+                    "true",
+                    "--taskset.docker-on-host",
+                    "true",
+                    "--taskset.task.user.provider-kwargs",
+                    json.dumps({"project_path": str(CODE_ENV)}),
+                    "--taskset.task.user.launch-timeout-s",
+                    "300",
+                    "-r",
+                    "3",
+                    "-c",
+                    "3",
+                    *NULL_HARNESS,
+                    *model_flags(policy),
+                ],
+                tmp_path,
+                timeout=600,
+                env={"OPENENV_V1_RUN_ID": run_id},
+            )
+        assert_all_done(proc, traces, 3)
+        assert [t["rewards"]["openenv_reward"] for t in traces] == [1.0] * 3
+        # One container served the three rollouts, and it is gone with the eval.
+        assert container_starts(label, started) == 1
+        assert labelled(label) == []
+    finally:
+        remove_labelled(label)
+
+
+def test_a_sigkilled_eval_leaves_no_container(real_docker, tmp_path):
+    """The eval owns the shared containers; killed outright, it cannot stop them, so
+    its reaper does, within 30 s."""
+    run_id = f"test-eval-docker-kill-{os.getpid()}"
+    label = f"{RUN_LABEL}={run_id}"
+    with policy_server("slow", delay=600) as policy:
+        eval_proc = subprocess.Popen(
+            [
+                str(BIN / "eval"),
+                "openenv-v1",
+                "--taskset.env",
+                "test/code_env",
+                "--taskset.use-docker",
+                "true",
+                "--taskset.docker-on-host",
+                "true",
+                "--taskset.task.user.provider-kwargs",
+                json.dumps({"project_path": str(CODE_ENV)}),
+                "--taskset.task.user.launch-timeout-s",
+                "300",
+                *NULL_HARNESS,
+                *model_flags(policy),
+                "--no-push",
+            ],
+            cwd=tmp_path,
+            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while not labelled(label):
+                assert eval_proc.poll() is None, "the eval ended early"
+                assert time.monotonic() < deadline, "no container started"
+                time.sleep(0.5)
+            eval_proc.kill()
+            eval_proc.wait(timeout=30)
+            took = wait_until_gone(label, timeout_s=30)
+            print(f"container gone {took:.1f}s after the eval was SIGKILLed")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(eval_proc.pid, signal.SIGKILL)
+            remove_labelled(label)
