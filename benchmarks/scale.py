@@ -659,6 +659,12 @@ def main() -> None:
     parser.add_argument("--legs", default="raw,vf04,vf04-server,vf02")
     parser.add_argument("--vf02-max", type=int, default=64)
     parser.add_argument(
+        "--vf02-episodes",
+        type=int,
+        default=None,
+        help="episodes of the vf02 leg per level (default: as the others)",
+    )
+    parser.add_argument(
         "--vf04-venv", type=Path, default=Path(tempfile.gettempdir()) / "venv-vf04"
     )
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
@@ -696,10 +702,11 @@ def main() -> None:
                 elif leg == "vf02":
                     if level > args.vf02_max:
                         continue
+                    count = args.vf02_episodes or episodes
                     config = Path(tempfile.mkdtemp()) / "wordle.toml"
-                    command = vf02_command(policy_url, level, episodes, config)
+                    command = vf02_command(policy_url, level, count, config)
                     result = eval_leg(
-                        leg, command, level, episodes, "outputs/*/*/traces.jsonl"
+                        leg, command, level, count, "outputs/*/*/traces.jsonl"
                     )
                 elif leg == "raw":
                     continue  # after the eval legs, on as many servers as vf04 used
