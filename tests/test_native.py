@@ -207,7 +207,8 @@ def test_native_calls_score_exactly_as_text_replies(
 
 def test_the_tasksets_bring_a_harness_that_runs_in_the_eval_process():
     """`openenv-v1` ids resolve to the package's harness by default; a harness
-    runtime off this host is refused when the config is read, naming the flags."""
+    runtime (a container, a sandbox) is refused when the config is read, naming the
+    flags."""
     import verifiers.v1 as vf
     from verifiers.v1.loaders import default_harness_id, harness_class
 
@@ -215,9 +216,10 @@ def test_the_tasksets_bring_a_harness_that_runs_in_the_eval_process():
 
     for taskset in ("openenv-v1", "openenv-wordle-v1"):
         assert harness_class(default_harness_id(taskset)) is OpenEnvHarness
-    with pytest.raises(ValueError, match="drop --harness.runtime.type") as refused:
-        OpenEnvHarnessConfig(id="openenv-v1", runtime=vf.PrimeConfig())
-    assert "--harness.id null" in str(refused.value)
+    for runtime in (vf.DockerConfig(), vf.PrimeConfig()):
+        with pytest.raises(ValueError, match="drop --harness.runtime.type") as refused:
+            OpenEnvHarnessConfig(id="openenv-v1", runtime=runtime)
+        assert "--harness.id null" in str(refused.value)
     OpenEnvHarnessConfig(id="openenv-v1", runtime=vf.SubprocessConfig())
 
 

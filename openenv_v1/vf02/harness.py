@@ -16,7 +16,7 @@ interception, so the trace is the one the null harness gives.
 It is the default harness of the `openenv-v1` tasksets (exported from the package,
 as `OpenEnvChatHarness` is on verifiers 0.4); `--harness.id null` still pins
 verifiers' own. It runs nowhere but the eval process (or an `eval --server` worker),
-so a harness runtime off this host is refused when the config is read.
+so a harness runtime other than the default is refused when the config is read.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ LIST_TOOLS_TIMEOUT_S = 60.0
 
 
 class OpenEnvHarnessConfig(vf.HarnessConfig):
-    """The in-process chat harness. `runtime` stays local: the harness runs in the
-    eval process (the runtime only holds the rollout's working folder)."""
+    """The in-process chat harness. `runtime` stays the default subprocess runtime:
+    the harness runs in the eval process, and the runtime only holds the rollout's
+    working folder."""
 
     request_timeout_s: float = 600.0
     """Seconds one model call may take."""
@@ -55,14 +56,12 @@ class OpenEnvHarnessConfig(vf.HarnessConfig):
 
     @model_validator(mode="after")
     def _runs_here(self) -> Self:
-        from verifiers.v1.runtimes import runtime_is_local
-
-        if not runtime_is_local(self.runtime):
+        if not isinstance(self.runtime, vf.SubprocessConfig):
             raise ValueError(
-                f"harness {self.id!r} runs in the eval process, not in a "
-                f"{self.runtime.type} runtime: drop --harness.runtime.type (and "
-                "--harness.runtime.*), or pass --harness.id null to run verifiers' "
-                "chat program there"
+                f"harness {self.id!r} runs in the eval process, so a "
+                f"{self.runtime.type} runtime would only be started and stopped for "
+                "nothing: drop --harness.runtime.type (and --harness.runtime.*), or "
+                "pass --harness.id null to run verifiers' chat program there"
             )
         return self
 
