@@ -77,9 +77,9 @@ class OpenEnvHarness(vf.Harness[OpenEnvHarnessConfig]):
 
     def __init__(self, config: OpenEnvHarnessConfig) -> None:
         super().__init__(config)
-        # verifiers warns about any harness but `null` on the subprocess runtime
-        # ("local files may affect the evaluation; use docker or prime"): this one
-        # runs no program and cannot run there.
+        # verifiers logs a warning for any harness but `null` on the subprocess
+        # runtime ("local files may affect the evaluation; use docker or prime").
+        # This one runs no program, and refuses those runtimes: drop it.
         _IN_PROCESS_IDS.add(config.id)
         logging.getLogger("verifiers.v1.env").addFilter(_no_local_program_warning)
 
