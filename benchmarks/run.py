@@ -3,12 +3,17 @@
     uv run python benchmarks/run.py [--episodes 6] [--concurrency 6]
 
 - `upstream`: verifiers' built-in `openenv` taskset (the design this project replaces),
-  launching the local Wordle env per rollout with OpenEnv's UV provider;
-- `ours`: `openenv-v1` with its defaults (shared UV-launched servers);
+  launching the local Wordle env per rollout with OpenEnv's UV provider, with
+  verifiers' `null` harness;
+- `ours`: `openenv-v1` with its defaults (shared UV-launched servers, the package's
+  in-process harness);
 - `native`: `ours` with `--taskset.tool-calls native` (the policy calls the `act`
   tool; the eval's one tool server forwards each call to the user simulator);
 - `floor`: `openenv-v1-floor` (benchmarks/openenv_v1_floor.py), a user simulator with
-  no environment at all: what verifiers alone costs per rollout;
+  no environment at all, played by the same harness as `ours`: what verifiers alone
+  costs per rollout;
+- `ours-null`, `native-null` (only when named in `--only`): `ours` and `native` with
+  `--harness.id null`, verifiers' chat program in a process per rollout;
 - `vf04`: `openenv-v1` on verifiers 0.4 (`vf-eval`, flags only, shared UV-launched
   servers, the package's in-process chat harness);
 - `vf04-native`: `vf04` with `--env.taskset.tool-calls native` (the chat harness
@@ -19,7 +24,7 @@
   program streams, so its policy is `benchmarks/streaming_policy.py` (the same
   replies).
 
-The first four run in this (verifiers 0.2) environment; the three 0.4 legs in a
+The first four (and the two `-null` legs) run in this (verifiers 0.2) environment; the three 0.4 legs in a
 second environment of this project, synced once from the same `uv.lock` with
 `--extra vf04` (`--vf04-venv`, outside the timing).
 
@@ -60,8 +65,6 @@ from pathlib import Path
 import httpx
 from simulator_start import median_start
 from simulator_start import report as simulator_report
-
-from openenv_v1.vf02.null_harness import null_harness_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -268,7 +271,8 @@ def workloads(
     built from flags (it requires `env` while verifiers builds it from its id)."""
     common = ["-n", str(episodes), "-r", "1", "-c", str(concurrency)]
     common += ["-m", "local-policy", "--client.base-url", policy]
-    common += ["--client.api-key-var", "LOCAL_POLICY_KEY", "--harness.id", "null"]
+    common += ["--client.api-key-var", "LOCAL_POLICY_KEY"]
+    null = [*common, "--harness.id", "null"]
     resets = ", ".join(f"{{ seed = {i} }}" for i in range(episodes))
 
     def env_config(taskset: str) -> str:
@@ -281,10 +285,9 @@ def workloads(
     base = {**os.environ, "LOCAL_POLICY_KEY": "local"}
     floor_env = {**base, "PYTHONPATH": str(ROOT / "benchmarks")}
     native = [*common, "--taskset.tool-calls", "native"]
-    native += ["--harness.env", json.dumps(null_harness_env())]
-    # verifiers 0.4: the same flags, minus the 0.2 harness flag. Ours needs no config
-    # file (its config is valid from the id alone) and no harness flag.
-    common04 = common[: common.index("--harness.id")]
+    # verifiers 0.4: the same flags. Ours needs no config file (its config is valid
+    # from the id alone) and no harness flag.
+    common04 = common
     kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
     resets_json = json.dumps([{"seed": i} for i in range(episodes)])
     ours04 = ["openenv-v1", "--env.taskset.env", "local/wordle"]
@@ -302,10 +305,23 @@ def workloads(
     )
     shim_env = {**base, "PYTHONPATH": str(ROOT / "benchmarks" / "vf04_builtin_shim")}
     return [
-        ("upstream", common, base, env_config("openenv")),
+        ("upstream", null, base, env_config("openenv")),
         ("ours", common, base, env_config("openenv-v1")),
         ("native", native, base, env_config("openenv-v1")),
-        ("floor", ["openenv-v1-floor", *common], floor_env, None),
+        ("ours-null", null, base, env_config("openenv-v1")),
+        (
+            "native-null",
+            [*native, "--harness.id", "null"],
+            base,
+            env_config("openenv-v1"),
+        ),
+        # Played by the package's harness, as `ours` is (its own id has none).
+        (
+            "floor",
+            ["openenv-v1-floor", *common, "--harness.id", "openenv-v1"],
+            floor_env,
+            None,
+        ),
         ("vf04", ours04, base, None, "vf04"),
         ("vf04-native", native04, base, None, "vf04"),
         ("vf04-builtin", builtin04, shim_env, builtin_config, "vf04"),
@@ -462,6 +478,12 @@ def main() -> None:
         print(f"native / ours wall:     {ratio(native.wall_s, ours.wall_s)}")
         print(f"native / ours per step: {ratio(native.step_ms, ours.step_ms)}")
         print(f"native / ours setup:    {ratio(native.setup_s, ours.setup_s)}")
+    for leg in ("ours", "native"):
+        if {leg, f"{leg}-null"} <= by_name.keys():
+            ours, null = by_name[leg], by_name[f"{leg}-null"]
+            print(f"{leg} / {leg}-null wall:  {ratio(ours.wall_s, null.wall_s)}")
+            print(f"{leg} / {leg}-null setup: {ratio(ours.setup_s, null.setup_s)}")
+            print(f"{leg} / {leg}-null step:  {ratio(ours.step_ms, null.step_ms)}")
     if {"ours", "vf04"} <= by_name.keys():
         ours, vf04 = by_name["ours"], by_name["vf04"]
         print(f"vf04 / ours (0.2) wall:  {ratio(vf04.wall_s, ours.wall_s)}")

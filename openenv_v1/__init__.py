@@ -1,8 +1,10 @@
 """Run any OpenEnv environment as a verifiers V1 taskset.
 
     uv run eval openenv-v1 --taskset.env openenv/echo-env
-    uv run eval openenv-v1 --taskset.base-url http://127.0.0.1:8000 --harness.id null
+    uv run eval openenv-v1 --taskset.base-url http://127.0.0.1:8000 -m <model>
 
+verifiers resolves the id to this module; besides the taskset it exports an
+in-process chat harness (`OpenEnvHarness`), the default harness of these tasksets.
 Subclass `OpenEnvConfig` to pin an env and its launch defaults (see
 `openenv_wordle_v1`). The OpenEnv-facing machinery lives in `openenv_v1.core`, which
 does not need verifiers; the names below are imported on first use, so `openenv_v1.core`
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
         OpenEnvTaskConfig,
         OpenEnvUserConfig,
     )
+    from openenv_v1.vf02.harness import OpenEnvHarness
     from openenv_v1.vf02.taskset import OpenEnvTask, OpenEnvTaskset
     from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
@@ -35,6 +38,7 @@ _HOMES = {
     "OpenEnvTask": "openenv_v1.vf02.taskset",
     "OpenEnvTaskset": "openenv_v1.vf02.taskset",
     "OpenEnvData": "openenv_v1.vf02.user",
+    "OpenEnvHarness": "openenv_v1.vf02.harness",
     "OpenEnvState": "openenv_v1.vf02.user",
     "OpenEnvUser": "openenv_v1.vf02.user",
 }
@@ -42,6 +46,7 @@ _HOMES = {
 __all__ = [
     "OpenEnvConfig",
     "OpenEnvData",
+    "OpenEnvHarness",
     "OpenEnvState",
     "OpenEnvTask",
     "OpenEnvTaskConfig",

@@ -4,7 +4,8 @@
     uv run eval openenv-wordle-v1 --taskset.base-url http://127.0.0.1:8000 ...
 
 Copy this for another env: subclass `OpenEnvConfig`, pin `env`, default what its
-launch needs (here the Space's non-default ASGI app), and point a taskset at it.
+launch needs (here the Space's non-default ASGI app), point a taskset at it, and
+export it beside the in-process chat harness (the default harness of its id).
 """
 
 from typing import Any, Self
@@ -12,7 +13,7 @@ from typing import Any, Self
 import verifiers.v1 as vf
 from pydantic import model_validator
 
-from openenv_v1 import OpenEnvConfig, OpenEnvTask, OpenEnvTaskset
+from openenv_v1 import OpenEnvConfig, OpenEnvHarness, OpenEnvTask, OpenEnvTaskset
 
 WORDLE_APP = "textarena_env.server.app:app"
 
@@ -36,4 +37,4 @@ class OpenEnvWordleTaskset(
     """`OpenEnvTaskset`, typed with the Wordle config so the CLI resolves it."""
 
 
-__all__ = ["OpenEnvWordleConfig", "OpenEnvWordleTaskset"]
+__all__ = ["OpenEnvHarness", "OpenEnvWordleConfig", "OpenEnvWordleTaskset"]

@@ -2,7 +2,8 @@
 
 The user simulator and the eval's tool server are run as verifiers runs them (their
 own processes, a state channel), and called as the null harness calls them; then real
-`eval` runs play through them.
+`eval` runs play through them, with the package's own harness (the default, no
+harness flag) or verifiers' `null` harness (`--harness.id null`, nothing else).
 """
 
 import asyncio
@@ -11,7 +12,6 @@ import time
 
 import pytest
 
-from openenv_v1.vf02.null_harness import null_harness_flags
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import (
     COUNTER_SCRIPT,
@@ -147,54 +147,80 @@ def test_mistakes_are_tool_errors_counted_until_the_episode_ends(counter_url, tm
 
 
 def native_eval(policy: str, cwd, *flags: str) -> list[dict]:
-    """A native `eval` of the counter or Wordle env with the null harness; its traces
-    (the eval must exit 0)."""
+    """A native `eval` of the counter or Wordle env with the default harness; its
+    traces (the eval must exit 0)."""
     proc, traces = run_eval(
-        [*flags, "--taskset.tool-calls", "native", *null_harness_flags()]
-        + model_flags(policy),
-        cwd,
+        [*flags, "--taskset.tool-calls", "native", *model_flags(policy)], cwd
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return traces
 
 
-def test_native_calls_score_exactly_as_text_replies(counter_url, tmp_path):
-    """The same scripted strategy and reset, once written as text and once as native
-    tool calls: the same steps, rewards and end."""
-    outcomes = {}
-    for mode in ("text", "native"):
-        record = tmp_path / f"{mode}.jsonl"
-        workdir = tmp_path / mode
-        workdir.mkdir()
-        with policy_server("script", script=COUNTER_SCRIPT, record=record) as policy:
-            proc, traces = run_eval(
-                [
-                    "openenv-v1",
-                    "--taskset.base-url",
-                    counter_url,
-                    "--taskset.resets",
-                    '[{"start": 1}]',
-                    "--taskset.tool-calls",
-                    mode,
-                    *null_harness_flags(),
-                    *model_flags(policy),
-                ],
-                workdir,
-            )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        (trace,) = traces
-        assert trace["errors"] == [], trace["errors"]
-        assert trace["stop_condition"] == "openenv_done"
-        outcomes[mode] = (
-            trace["rewards"]["openenv_reward"],
-            trace["metrics"]["openenv_steps"],
-            trace["info"]["openenv"],
+HARNESSES = {"default": [], "null": ["--harness.id", "null"]}
+"""The package's in-process harness (no flag), and verifiers' `null` harness."""
+
+
+@pytest.mark.parametrize(
+    ("mode", "harness"),
+    [("text", "default"), ("native", "default"), ("native", "null")],
+)
+def test_native_calls_score_exactly_as_text_replies(
+    counter_url, tmp_path, mode, harness
+):
+    """The same scripted strategy and reset, written as text and made as native tool
+    calls, by either harness with no other flag: the same steps, rewards and end."""
+    record = tmp_path / "requests.jsonl"
+    with policy_server("script", script=COUNTER_SCRIPT, record=record) as policy:
+        proc, traces = run_eval(
+            [
+                "openenv-v1",
+                "--taskset.base-url",
+                counter_url,
+                "--taskset.resets",
+                '[{"start": 1}]',
+                "--taskset.tool-calls",
+                mode,
+                *HARNESSES[harness],
+                *model_flags(policy),
+            ],
+            tmp_path,
         )
-        requests = recorded_requests(record)
-        tools = [t["function"]["name"] for t in requests[0].get("tools") or []]
-        assert tools == (["add", "peek", "submit"] if mode == "native" else [])
-    assert outcomes["native"] == outcomes["text"]
-    assert outcomes["native"][:2] == (0.25 + 0.0 + 0.25 + 1.0, 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace,) = traces
+    assert trace["errors"] == [], trace["errors"]
+    assert trace["stop_condition"] == "openenv_done"
+    assert trace["agent"]["harness"]["id"] == (
+        "openenv-v1" if harness == "default" else "null"
+    )
+    assert trace["rewards"]["openenv_reward"] == 0.25 + 0.0 + 0.25 + 1.0
+    assert trace["metrics"]["openenv_steps"] == 4
+    assert trace["info"]["openenv"] == {
+        "reward": 1.5,
+        "steps": 4,
+        "invalid_actions": 0,
+        "stop_reason": "done",
+    }
+    requests = recorded_requests(record)
+    tools = [t["function"]["name"] for t in requests[0].get("tools") or []]
+    assert tools == (["add", "peek", "submit"] if mode == "native" else [])
+
+
+def test_the_tasksets_bring_a_harness_that_runs_in_the_eval_process():
+    """`openenv-v1` ids resolve to the package's harness by default; a harness
+    runtime (a container, a sandbox) is refused when the config is read, naming the
+    flags."""
+    import verifiers.v1 as vf
+    from verifiers.v1.loaders import default_harness_id, harness_class
+
+    from openenv_v1.vf02.harness import OpenEnvHarness, OpenEnvHarnessConfig
+
+    for taskset in ("openenv-v1", "openenv-wordle-v1"):
+        assert harness_class(default_harness_id(taskset)) is OpenEnvHarness
+    for runtime in (vf.DockerConfig(), vf.PrimeConfig()):
+        with pytest.raises(ValueError, match="drop --harness.runtime.type") as refused:
+            OpenEnvHarnessConfig(id="openenv-v1", runtime=runtime)
+        assert "--harness.id null" in str(refused.value)
+    OpenEnvHarnessConfig(id="openenv-v1", runtime=vf.SubprocessConfig())
 
 
 def test_a_turn_limit_keeps_the_last_steps_account_on_the_trace(counter_url, tmp_path):

@@ -15,7 +15,6 @@ import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.pool import ServerPool
-from openenv_v1.vf02.null_harness import null_harness_flags
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
@@ -63,9 +62,10 @@ def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
 )
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
     """With native tool calling the eval also runs its one tool server
-    (`openenv_v1.vf02.tools`), which must go too."""
+    (`openenv_v1.vf02.tools`), which must go too (here with the `null` harness, whose
+    program the native tasks prepare)."""
     assert wordle_uv_servers() == []
-    modes = ["--taskset.tool-calls", "native", *null_harness_flags()[2:]]
+    modes = ["--taskset.tool-calls", "native"]
     # A slow policy keeps the episodes in flight while the eval is signalled.
     record = tmp_path / "requests.jsonl"
     with policy_server("slow", delay=120, record=record) as policy:

@@ -133,8 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="offline, keyless: eval the local Wordle env with the scripted policy",
         description=(
-            "Start the local Wordle env and the local scripted policy, run a real "
-            "`eval openenv-wordle-v1` against them, print a summary, stop everything."
+            "Start the local scripted policy, run a real eval of openenv-wordle-v1 "
+            "on the local Wordle env (verifiers 0.2: `eval`, the env served by this "
+            "command; 0.4: `vf-eval`, the env launched from envs/wordle), print a "
+            "summary, stop everything."
         ),
     )
     demo.add_argument("--episodes", type=int, default=5, help="games (default 5)")
@@ -152,12 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("text", "native"),
         default="text",
         help="how the policy acts: text replies (default) or native tool calls "
-        "of the env's `act` tool (--taskset.tool-calls)",
+        "of the env's `act` tool (--taskset.tool-calls; on verifiers 0.4 "
+        "--env.taskset.tool-calls)",
     )
     demo.add_argument(
         "--output-dir",
         help="where the eval writes config.toml, eval.log and traces.jsonl "
-        "(default: outputs/openenv-wordle-v1--local-policy--null/<run id>)",
+        "(default: under outputs/, named as verifiers names the run)",
     )
     return parser
 

@@ -1,12 +1,22 @@
-"""`openenv-v1 demo`: the whole loop, offline and keyless, in one command.
+"""`openenv-v1 demo`: the whole loop, offline and keyless, in one command, on
+either verifiers line.
 
-Starts two servers from this environment on loopback ports they bind themselves, each
-owned by this command (`OwnedProcess`): the local Wordle env (`python -m
-openenv_v1.cli.serve wordle_env.server.app:app`, uvicorn on a pre-bound socket) and
-the scripted policy (`python -m openenv_v1.local_policy --mode solver`). Then runs a real `eval openenv-wordle-v1`
-against them as a subprocess, its progress display on this terminal, and summarizes the
-traces it wrote. Everything is stopped on success, failure and Ctrl-C alike: the eval
-first (with SIGINT, which verifiers handles as a graceful shutdown), then the servers.
+Starts the scripted policy (`python -m openenv_v1.local_policy --mode solver`) on a
+loopback port it binds itself, owned by this command (`OwnedProcess`), then runs a
+real eval of `openenv-wordle-v1` against it as a subprocess, its progress display on
+this terminal, and summarizes the traces it wrote:
+
+- verifiers 0.2 (`eval`): the local Wordle env (`wordle_env`, installed in this
+  environment) is served by this command too (`python -m openenv_v1.cli.serve
+  wordle_env.server.app:app`) and the eval connects to it (`--taskset.base-url`);
+- verifiers 0.4 (`vf-eval`): the env cannot be installed next to verifiers 0.4
+  (it needs openenv 0.10), so the eval launches it from its folder, `envs/wordle`,
+  as it launches any env (`project_path`, one UV-launched server the eval shares
+  and stops).
+
+Both run the package's own harness (no harness flag). Everything is stopped on
+success, failure and Ctrl-C alike: the eval first (with SIGINT, which verifiers
+handles as a graceful shutdown), then the servers.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import importlib.util
 import json
 import os
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -27,9 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openenv_v1 import verifiers_line
 from openenv_v1.cli.procs import OwnedProcess, wait_until_serving
 
 TASKSET = "openenv-wordle-v1"
+WORDLE_PROJECT = Path(__file__).resolve().parents[2] / "envs" / "wordle"
+"""The local Wordle env's project folder in a checkout of this repository."""
 WORDLE_APP = "wordle_env.server.app:app"
 MODEL = "local-policy"
 KEY_VAR = "LOCAL_POLICY_KEY"
@@ -49,11 +63,14 @@ class Summary:
 
 
 def summarize(traces: list[dict[str, Any]]) -> Summary:
-    """Wordle results from eval traces: solved means reward >= 1 (a found word)."""
+    """Wordle results from eval traces (either line's): solved means reward >= 1 (a
+    found word)."""
 
     def reward(trace: dict[str, Any]) -> float:
-        rewards = trace.get("rewards") or {}
-        return float(rewards.get("openenv_reward", 0.0) or 0.0)
+        value = (trace.get("rewards") or {}).get("openenv_reward", 0.0)
+        if isinstance(value, dict):  # verifiers 0.4: {"score": ...}
+            value = value.get("score")
+        return float(value or 0.0)
 
     def mean(values: list[float]) -> float:
         return sum(values) / len(values) if values else 0.0
@@ -77,9 +94,24 @@ def summarize(traces: list[dict[str, Any]]) -> Summary:
 
 
 def read_traces(path: Path) -> list[dict[str, Any]]:
+    """The traces in `path`: a trace per line (verifiers 0.2), or an episode per line
+    holding its `traces` (0.4; an episode's own errors go onto its first trace, or
+    onto an empty stand-in when it has none)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    traces: list[dict[str, Any]] = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if "traces" not in record:
+            traces.append(record)
+            continue
+        episode = list(record["traces"]) or [{"errors": []}]
+        first = episode[0]
+        first["errors"] = [*(first.get("errors") or ()), *(record.get("errors") or ())]
+        traces += episode
+    return traces
 
 
 def eval_command(
@@ -90,38 +122,71 @@ def eval_command(
     output_dir: Path,
     tool_calls: str = "text",
 ) -> list[str]:
-    """The eval, as a user would type it (seeds 0..episodes-1, one rollout each).
-    Native tool calling also gives the null harness the environment it needs
-    (`openenv_v1.vf02.null_harness`)."""
-    from openenv_v1.vf02.null_harness import null_harness_flags
-
-    resets = json.dumps([{"seed": seed} for seed in range(episodes)])
-    harness = ["--harness.id", "null"]
-    if tool_calls == "native":
-        harness = ["--taskset.tool-calls", "native", *null_harness_flags()]
+    """verifiers 0.2: the eval of the Wordle env at `env_url`, as a user would type
+    it (seeds 0..episodes-1, one rollout each)."""
+    native = ["--taskset.tool-calls", "native"] if tool_calls == "native" else []
     return [
         str(Path(sys.executable).parent / "eval"),
         TASKSET,
         "--taskset.base-url",
         env_url,
         "--taskset.resets",
-        resets,
-        "-n",
-        str(episodes),
-        "-r",
-        "1",
-        "-c",
-        str(concurrency),
-        *harness,
-        "-m",
-        MODEL,
-        "--client.base-url",
-        policy_url,
-        "--client.api-key-var",
-        KEY_VAR,
-        "--no-push",
+        _resets(episodes),
+        *native,
+        *_run_flags(episodes, concurrency, policy_url),
         "-o",
         str(output_dir),
+    ]
+
+
+def vf_eval_command(
+    policy_url: str,
+    episodes: int,
+    concurrency: int,
+    output_dir: Path,
+    tool_calls: str = "text",
+    env_port: int = 0,
+) -> list[str]:
+    """verifiers 0.4: the eval launching the Wordle env from `WORDLE_PROJECT` (on
+    `env_port`, unless 0), as a user would type it."""
+    kwargs: dict[str, Any] = {
+        "project_path": str(WORDLE_PROJECT),
+        "app": WORDLE_APP,
+        "env_vars": {"WORDLE_MAX_SESSIONS": str(_sessions(concurrency))},
+    }
+    if env_port:
+        kwargs["port"] = env_port
+    native = ["--env.taskset.tool-calls", "native"] if tool_calls == "native" else []
+    return [
+        str(Path(sys.executable).parent / "vf-eval"),
+        TASKSET,
+        "--env.taskset.provider-kwargs",
+        json.dumps(kwargs),
+        "--env.taskset.resets",
+        _resets(episodes),
+        *native,
+        *_run_flags(episodes, concurrency, policy_url),
+        "-o",
+        str(output_dir.parent),
+        "--run.dir",
+        output_dir.name,
+    ]
+
+
+def _resets(episodes: int) -> str:
+    return json.dumps([{"seed": seed} for seed in range(episodes)])
+
+
+def _sessions(concurrency: int) -> int:
+    """The env server's session limit: every episode in flight holds one."""
+    return max(64, concurrency)
+
+
+def _run_flags(episodes: int, concurrency: int, policy_url: str) -> list[str]:
+    return [
+        *("-n", str(episodes), "-r", "1", "-c", str(concurrency)),
+        *("-m", MODEL, "--client.base-url", policy_url),
+        *("--client.api-key-var", KEY_VAR, "--no-push"),
     ]
 
 
@@ -164,13 +229,26 @@ def _stop_all(owned: list[OwnedProcess]) -> None:
             signal.signal(s, handler)
 
 
-def _missing_parts() -> str | None:
+def _missing_parts(line: str) -> str | None:
+    """What this environment lacks to run the demo on verifiers `line`, if anything."""
+    bindir = Path(sys.executable).parent
+    if line == "vf04":
+        if not (WORDLE_PROJECT / "pyproject.toml").exists():
+            return (
+                f"the local Wordle env's project is not at {WORDLE_PROJECT}: run the "
+                "demo from a checkout of the openenv-v1 repository"
+            )
+        if shutil.which("uv") is None:
+            return "`uv` is not on PATH; the eval launches the Wordle env with it"
+        if not (bindir / "vf-eval").exists():
+            return f"verifiers' `vf-eval` is not installed next to {sys.executable}"
+        return None
     if importlib.util.find_spec("wordle_env") is None:
         return (
             "the local Wordle env (`wordle_env`, envs/wordle) is not installed in this "
             "environment: run `uv sync` in the openenv-v1 repository"
         )
-    if not (Path(sys.executable).parent / "eval").exists():
+    if not (bindir / "eval").exists():
         return f"verifiers' `eval` is not installed next to {sys.executable}"
     return None
 
@@ -179,13 +257,11 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.episodes < 1 or args.concurrency < 1:
         _say("error: --episodes and --concurrency must be at least 1")
         return 2
-    if problem := _missing_parts():
+    line = verifiers_line()
+    if problem := _missing_parts(line):
         _say(f"error: {problem}")
         return 1
-    output_dir = Path(
-        args.output_dir
-        or Path("outputs", f"{TASKSET}--{MODEL}--null", str(uuid.uuid4()))
-    ).resolve()
+    output_dir = Path(args.output_dir or default_output_dir(line)).resolve()
     if (output_dir / "traces.jsonl").exists():
         _say(f"error: {output_dir} already holds a run; choose another --output-dir")
         return 2
@@ -197,16 +273,27 @@ def run_demo(args: argparse.Namespace) -> int:
         logs = Path(tmp)
         try:
             with _signals_interrupt():
-                env_url, policy_url = _start_servers(args, logs, owned)
-                command = eval_command(
-                    env_url,
-                    policy_url,
-                    args.episodes,
-                    args.concurrency,
-                    output_dir,
-                    args.tool_calls,
-                )
-                _say(f"{KEY_VAR}=local {shlex.join(['eval', *command[1:]])}")
+                policy_url = _start_policy(args, logs, owned)
+                if line == "vf04":
+                    command = vf_eval_command(
+                        policy_url,
+                        args.episodes,
+                        args.concurrency,
+                        output_dir,
+                        args.tool_calls,
+                        args.env_port,
+                    )
+                else:
+                    command = eval_command(
+                        _start_env(args, logs, owned),
+                        policy_url,
+                        args.episodes,
+                        args.concurrency,
+                        output_dir,
+                        args.tool_calls,
+                    )
+                shown = [Path(command[0]).name, *command[1:]]
+                _say(f"{KEY_VAR}=local {shlex.join(shown)}")
                 eval_started = time.monotonic()
                 # SIGINT: verifiers' eval shuts down gracefully on it.
                 evaluation = OwnedProcess(
@@ -230,22 +317,39 @@ def run_demo(args: argparse.Namespace) -> int:
     return _report(args, output_dir, eval_code, eval_s, time.monotonic() - started)
 
 
-def _start_servers(
-    args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
-) -> tuple[str, str]:
-    """Start the Wordle env and the policy (appended to `owned` as they start) and
-    wait until both serve; returns the env URL and the policy's `/v1` URL."""
-    env = _serve(
+def default_output_dir(line: str) -> Path:
+    """Where the eval writes unless `--output-dir` says: verifiers' own layout for
+    the run (harness: the taskset's own)."""
+    run = uuid.uuid4().hex
+    if line == "vf04":
+        return Path("outputs", f"{TASKSET}--{MODEL}--{TASKSET}--{run[:8]}")
+    return Path("outputs", f"{TASKSET}--{MODEL}--{TASKSET}", run)
+
+
+def _start_env(args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]) -> str:
+    """Start the local Wordle env (appended to `owned`) and wait until it serves;
+    returns its URL."""
+    process, port = _serve(
         "the local Wordle env",
         "wordle",
         ["openenv_v1.cli.serve", WORDLE_APP],
         args.env_port,
         logs,
         owned,
-        # Every episode in flight holds one session.
-        env={**os.environ, "WORDLE_MAX_SESSIONS": str(max(64, args.concurrency))},
+        env={**os.environ, "WORDLE_MAX_SESSIONS": str(_sessions(args.concurrency))},
     )
-    policy = _serve(
+    url = f"http://127.0.0.1:{port}"
+    wait_until_serving(process, f"{url}/health", READY_TIMEOUT_S)
+    _say(f"Wordle env at {url}")
+    return url
+
+
+def _start_policy(
+    args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
+) -> str:
+    """Start the scripted policy (appended to `owned`) and wait until it serves;
+    returns its `/v1` URL."""
+    process, port = _serve(
         "the local policy",
         "policy",
         ["openenv_v1.local_policy", "--mode", "solver"],
@@ -253,11 +357,10 @@ def _start_servers(
         logs,
         owned,
     )
-    env_url, policy_url = f"http://127.0.0.1:{env[1]}", f"http://127.0.0.1:{policy[1]}"
-    wait_until_serving(env[0], f"{env_url}/health", READY_TIMEOUT_S)
-    wait_until_serving(policy[0], f"{policy_url}/v1/models", READY_TIMEOUT_S)
-    _say(f"Wordle env at {env_url}, scripted policy at {policy_url}/v1")
-    return env_url, f"{policy_url}/v1"
+    url = f"http://127.0.0.1:{port}"
+    wait_until_serving(process, f"{url}/v1/models", READY_TIMEOUT_S)
+    _say(f"scripted policy at {url}/v1")
+    return f"{url}/v1"
 
 
 def _serve(
@@ -326,7 +429,7 @@ def _report(
     if eval_code != 0:
         print(
             f"openenv-v1 demo: eval failed with exit code {eval_code}; its log is "
-            f"{output_dir / 'eval.log'}",
+            f"under {output_dir}",
             file=sys.stderr,
         )
         return 1

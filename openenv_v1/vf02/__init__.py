@@ -7,7 +7,9 @@ simulator (`vf.User`) plays one OpenEnv episode.
 - `account.py`: the episode account on the rollout state;
 - `tools.py`, `tool_desk.py`: native tool calling (the eval's tool server, and the
   simulator's side of each call);
-- `null_harness.py`: the environment verifiers 0.2.1's null harness needs for tools.
+- `harness.py`: `OpenEnvHarness`, the model's side in the eval process (the default
+  harness of the `openenv-v1` ids);
+- `null_harness.py`: verifiers 0.2.1's null harness made to work with tools.
 
 `openenv_v1` exports these classes when verifiers 0.2 is installed.
 """

@@ -84,9 +84,8 @@ class OpenEnvConfig(vf.TasksetConfig):
     """How the model acts. `text`: each reply is an action written as JSON (or bare
     text), for any model. `native`: the env's MCP tools (for other envs, one `act`
     tool taking the action) become the model's own tools and each tool call is one
-    step; for models trained to call tools, with a harness that passes task tools
-    to the model (e.g. `--harness.id null`, which in verifiers 0.2.1 also needs the
-    `--harness.env` of README "Text or native tool calls"). Native needs the user
+    step; for models trained to call tools. The package's harness (the default)
+    passes them to the model, as does `--harness.id null`. Native needs the user
     simulator on this host (with `use_docker`, only with `docker_on_host`)."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""

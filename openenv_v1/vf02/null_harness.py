@@ -1,29 +1,39 @@
-"""What verifiers 0.2.1's `null` harness needs to pass tools to the model today.
+"""What verifiers 0.2.1's `null` harness needs to pass tools to the model, given to it.
 
 The harness runs a uv script whose dependencies are unpinned (`openai`, `mcp`, ...),
 so uv resolves the newest `mcp`. From mcp 2.x on, its `create_mcp_http_client` no
 longer takes the `httpx.Timeout` the script passes (`TypeError: unsupported operand
 type(s) for +: 'float' and 'Timeout'`), and the harness fails before the first model
-call on any task with tool servers, native tool calling included. Until verifiers pins
-it, give the harness an environment whose resolution stops before mcp 2.0, in a uv
-cache of its own (uv keeps a script environment that already holds mcp 2.x):
+call on any task with tool servers, native tool calling included. Its program needs
+an environment whose resolution stops before mcp 2.0, in a uv cache of its own (uv
+keeps a script environment that already holds mcp 2.x): `null_harness_env()`.
 
-    --harness.env '{"UV_EXCLUDE_NEWER": "2026-07-01T00:00:00Z", "UV_CACHE_DIR": "~/.cache/openenv-v1/null-harness-uv"}'
+The user does not pass that environment. A runtime prepares a uv script once per
+program text (`Runtime.prepare_uv_script`, cached by the script's digest) and then
+runs the prepared interpreter; a native task's `setup`, which verifiers runs in the
+rollout's runtime just before the harness's own `setup`, prepares the null harness's
+program there first, with `null_harness_env()` under the harness's own `env`
+(`prepare_null_harness`). The harness then finds it prepared and runs it as is, so
 
-`null_harness_env()` is that environment (the cache path expanded); the demo, the
-benchmark and the tests pass it with `--harness.env`.
+    eval openenv-v1 --taskset.tool-calls native --harness.id null
+
+works. The package's own harness (`openenv_v1.vf02.harness`, the default) runs no
+program and needs none of this.
 """
 
 from __future__ import annotations
 
-import json
 import os
+
+import verifiers.v1 as vf
 
 MCP_1_CUTOFF = "2026-07-01T00:00:00Z"
 """Uploads before this date: mcp 1.28.1, the newest `mcp` the script works with there."""
 
 
 def null_harness_env() -> dict[str, str]:
+    """`UV_EXCLUDE_NEWER` before mcp 2.0 and a uv cache of the package's own, under
+    `OPENENV_V1_CACHE_DIR` (default `~/.cache/openenv-v1`)."""
     cache = os.environ.get("OPENENV_V1_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "openenv-v1"
     )
@@ -33,6 +43,16 @@ def null_harness_env() -> dict[str, str]:
     }
 
 
-def null_harness_flags() -> list[str]:
-    """`eval` flags: the null harness with that environment."""
-    return ["--harness.id", "null", "--harness.env", json.dumps(null_harness_env())]
+async def prepare_null_harness(
+    harness: vf.HarnessConfig | None, runtime: vf.Runtime
+) -> None:
+    """If `harness` is verifiers' `null` harness, prepare its program in `runtime`
+    with `null_harness_env()` (what the harness's `env` sets wins). Other harnesses:
+    nothing."""
+    if harness is None or harness.id != "null":
+        return
+    from verifiers.v1.harnesses.null.harness import PROGRAM_SOURCE
+
+    await runtime.prepare_uv_script(
+        PROGRAM_SOURCE, {**null_harness_env(), **harness.resolved_env}
+    )

@@ -14,7 +14,10 @@ tool server, `OpenEnvTools` (`openenv_v1.vf02.tools`), which forwards the model'
 to the rollout's user simulator. The stops, which verifiers runs before every model
 call, then also stamp the model turn on the state and count the calls of the last
 reply that the harness answered itself without reaching the tool server (a tool the
-model was not given, arguments that are not a JSON object) as invalid actions.
+model was not given, arguments that are not a JSON object) as invalid actions. The
+model's side is the package's in-process harness (`openenv_v1.vf02.harness`) unless
+`--harness.id` pins another; for verifiers' `null` harness the task's `setup`
+prepares the program it runs (`openenv_v1.vf02.null_harness`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.vf02.null_harness import prepare_null_harness
 from openenv_v1.vf02.simulator_slots import (
     SimulatorSlots,
     default_alive,
@@ -44,7 +48,12 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     """The taskset's bound on simulators alive and starting (None: no bound)."""
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
-        """Wait for a simulator slot: verifiers launches the simulator after this."""
+        """Runs before the harness's own setup, in the same runtime, and before
+        verifiers launches the user simulator. Native tool calls with verifiers'
+        `null` harness: prepare its program so that it works with tools
+        (`openenv_v1.vf02.null_harness`). Then wait for a simulator slot."""
+        if self.data.tool_calls == "native":
+            await prepare_null_harness(trace.agent.harness, runtime)
         if self.slots is not None:
             await self.slots.enter(trace)
 

@@ -1,6 +1,6 @@
 """`OpenEnvTools`: native tool calling, the env's actions as the model's own tools.
 
-    eval openenv-v1 --taskset.env org/env --taskset.tool-calls native --harness.id null
+    eval openenv-v1 --taskset.env org/env --taskset.tool-calls native
 
 With `tool_calls="native"` the taskset declares this tool server; verifiers starts one
 per eval (or per env-server worker) and tags each rollout's connection with the
