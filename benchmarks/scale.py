@@ -386,7 +386,7 @@ def vf04_command(vf04_bin: Path, policy_url: str, level: int, episodes: int) -> 
 def vf02_command(policy_url: str, level: int, episodes: int, config: Path) -> list:
     config.write_text(
         '[taskset]\nid = "openenv-v1"\nenv = "local/wordle"\n'
-        f"resets = {json.dumps(resets(episodes))}\n\n"
+        f"resets = [{', '.join(f'{{ seed = {i} }}' for i in range(episodes))}]\n\n"
         "[taskset.task.user.provider_kwargs]\n"
         f'project_path = "{WORDLE_PROJECT}"\napp = "{WORDLE_APP}"\n'
     )
@@ -406,8 +406,6 @@ def vf02_command(policy_url: str, level: int, episodes: int, config: Path) -> li
         policy_url,
         "--client.api-key-var",
         "LOCAL_POLICY_KEY",
-        "--harness.id",
-        "null",
         "--no-push",
         "--no-rich",
     ]
@@ -713,7 +711,10 @@ def main() -> None:
                 else:
                     raise SystemExit(f"unknown leg {leg!r}")
                 results.append(result)
-                print(f"  done: {leg} @ {level}: {result.ok}/{episodes} ok", flush=True)
+                print(
+                    f"  done: {leg} @ {level}: {result.ok}/{result.episodes} ok",
+                    flush=True,
+                )
             if "raw" in legs:
                 result = raw_leg(
                     level, episodes, max(1, servers or level // 64), replay
