@@ -356,30 +356,24 @@ def eval_leg(
     return result
 
 
+def run_flags(policy_url: str, level: int, episodes: int) -> list[str]:
+    """The flags both verifiers lines' evals take alike: the run's size, the local
+    policy, no push."""
+    return [
+        *("-n", str(episodes), "-r", "1", "-c", str(level)),
+        *("-m", "local-policy", "--client.base-url", policy_url),
+        *("--client.api-key-var", "LOCAL_POLICY_KEY", "--no-push"),
+    ]
+
+
 def vf04_command(vf04_bin: Path, policy_url: str, level: int, episodes: int) -> list:
     kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
     return [
         str(vf04_bin / "vf-eval"),
-        "openenv-v1",
-        "--env.taskset.env",
-        "local/wordle",
-        "--env.taskset.provider-kwargs",
-        kwargs,
-        "--env.taskset.resets",
-        json.dumps(resets(episodes)),
-        "-n",
-        str(episodes),
-        "-r",
-        "1",
-        "-c",
-        str(level),
-        "-m",
-        "local-policy",
-        "--client.base-url",
-        policy_url,
-        "--client.api-key-var",
-        "LOCAL_POLICY_KEY",
-        "--no-push",
+        *("openenv-v1", "--env.taskset.env", "local/wordle"),
+        *("--env.taskset.provider-kwargs", kwargs),
+        *("--env.taskset.resets", json.dumps(resets(episodes))),
+        *run_flags(policy_url, level, episodes),
     ]
 
 
@@ -391,22 +385,8 @@ def vf02_command(policy_url: str, level: int, episodes: int, config: Path) -> li
         f'project_path = "{WORDLE_PROJECT}"\napp = "{WORDLE_APP}"\n'
     )
     return [
-        str(VF02_BIN / "eval"),
-        "@",
-        str(config),
-        "-n",
-        str(episodes),
-        "-r",
-        "1",
-        "-c",
-        str(level),
-        "-m",
-        "local-policy",
-        "--client.base-url",
-        policy_url,
-        "--client.api-key-var",
-        "LOCAL_POLICY_KEY",
-        "--no-push",
+        *(str(VF02_BIN / "eval"), "@", str(config)),
+        *run_flags(policy_url, level, episodes),
         "--no-rich",
     ]
 
