@@ -53,6 +53,8 @@ from openenv_v1.core.process_group import die_with_owner
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
 WORDLE_APP = "wordle_env.server.app:app"
+WORDLE_SESSIONS = 64
+"""The local Wordle env's default session limit per server (`WORDLE_MAX_SESSIONS`)."""
 PAGE = os.sysconf("SC_PAGE_SIZE")
 VF02_BIN = Path(sys.executable).parent
 
@@ -341,6 +343,9 @@ def eval_leg(
     traces = [t for r in records for t in r.get("traces", [r])]
     result = LegResult(leg, level, episodes, 0, wall, [])
     check_traces(traces, result)
+    print(
+        f"  {leg} @ {level}: {len(result.actions)} episodes' replies kept", flush=True
+    )
     if proc.returncode != 0:
         tail = (workdir / "stderr.txt").read_text()[-600:]
         result.errors.append(f"exit {proc.returncode}: {tail}")
@@ -530,12 +535,16 @@ def raw_leg(
 
             client_class = generic_client_class()
             gate = asyncio.Semaphore(level)
+            # Each server at the Wordle env's own session limit: an episode waits
+            # for room on its server, as a pool's lease would.
+            room = {url: asyncio.Semaphore(WORDLE_SESSIONS) for url in urls}
 
             async def one(i: int) -> None:
-                async with gate:
+                url = urls[i % len(urls)]
+                async with gate, room[url]:
                     try:
                         async with client_class(
-                            base_url=urls[i % len(urls)],
+                            base_url=url,
                             connect_timeout_s=120,
                             message_timeout_s=120,
                         ) as client:
