@@ -195,7 +195,7 @@ def test_shared_containers_serve_many_sessions_and_full_ones_add_a_container(min
     target = code_target(env_vars={"MAX_SESSIONS": "1"})
     pool = ServerPool(target, max_servers=2)
     try:
-        pool_url = pool.start()
+        pool_url = pool.serve_http()
         leased = EnvTarget(env=ENV, pool_url=pool_url)
 
         async def one_session(
@@ -241,7 +241,7 @@ def test_limits_end_a_fork_bomb_and_a_memory_hog_and_spare_the_rest(mine):
     )
     pool = ServerPool(target, max_servers=3)
     try:
-        leased = EnvTarget(env=ENV, pool_url=pool.start(), message_timeout_s=120)
+        leased = EnvTarget(env=ENV, pool_url=pool.serve_http(), message_timeout_s=120)
 
         async def run(code: str, barrier: asyncio.Barrier) -> dict:
             async with contextlib.AsyncExitStack() as stack:
