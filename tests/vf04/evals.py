@@ -12,14 +12,17 @@ def vf_eval_command(args: list[str]) -> list[str]:
 
 
 def run_vf_eval(
-    args: list[str], cwd: Path, timeout: float = 300.0
+    args: list[str],
+    cwd: Path,
+    timeout: float = 300.0,
+    environ: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    """`vf-eval ...` as a user types it (no push); returns the process and its
-    episodes (each with its `traces`)."""
+    """`vf-eval ...` as a user types it (no push), with `environ` added to its
+    environment; returns the process and its episodes (each with its `traces`)."""
     proc = subprocess.run(
         vf_eval_command(args),
         cwd=cwd,
-        env=eval_environ(),
+        env=eval_environ(environ),
         capture_output=True,
         text=True,
         timeout=timeout,

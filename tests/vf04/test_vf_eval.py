@@ -282,20 +282,21 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
 
 
 def test_docker_without_a_daemon_fails_fast_naming_docker(tmp_path):
-    # The env runs in the eval process, so Docker is this host's; here there is
-    # no daemon (or no `docker` at all).
+    # The env runs in the eval process, so Docker is this host's: the client is
+    # pointed at a daemon socket that does not exist.
     started = time.monotonic()
     proc, episodes = run_vf_eval(
         ["openenv-v1", "--env.taskset.env", "openenv/wordle"]
         + ["--env.taskset.use-docker", "true", *model_flags("http://127.0.0.1:9/v1")],
         tmp_path,
+        environ={"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (episode,) = episodes
     (error,) = episode["errors"]
     assert error["type"] == "OpenEnvError"
-    assert "with the Docker provider" in error["message"]
-    assert "Docker" in error["message"].split("Docker provider", 1)[1]
+    assert "cannot launch openenv/wordle with Docker" in error["message"]
+    assert "Cannot connect to the Docker daemon" in error["message"]
     assert time.monotonic() - started < 60
 
 
