@@ -18,6 +18,15 @@ from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_go
 from tests.servers import BIN, eval_environ, model_flags, policy_server, run_eval
 from tests.test_eval import NULL_HARNESS, assert_all_done
 
+CODE_ENV_ON_HOST = [
+    *("openenv-v1", "--taskset.env", "test/code_env"),
+    *("--taskset.use-docker", "true", "--taskset.docker-on-host", "true"),
+    "--taskset.task.user.provider-kwargs",
+    json.dumps({"project_path": str(CODE_ENV)}),
+    *("--taskset.task.user.launch-timeout-s", "300"),
+]
+"""`eval` flags running the code env's own image in a container on this host."""
+
 
 def container_starts(label: str, since: float) -> int:
     """How many containers carrying `label` started since `since` (epoch seconds)."""
@@ -49,17 +58,7 @@ def test_eval_runs_an_env_folder_in_one_shared_container_on_this_host(
         with policy_server("script", script=script) as policy:
             proc, traces = run_eval(
                 [
-                    "openenv-v1",
-                    "--taskset.env",
-                    "test/code_env",
-                    "--taskset.use-docker",
-                    "true",
-                    "--taskset.docker-on-host",
-                    "true",
-                    "--taskset.task.user.provider-kwargs",
-                    json.dumps({"project_path": str(CODE_ENV)}),
-                    "--taskset.task.user.launch-timeout-s",
-                    "300",
+                    *CODE_ENV_ON_HOST,
                     "-r",
                     "3",
                     "-c",
@@ -89,17 +88,7 @@ def test_a_sigkilled_eval_leaves_no_container(real_docker, tmp_path):
         eval_proc = subprocess.Popen(
             [
                 str(BIN / "eval"),
-                "openenv-v1",
-                "--taskset.env",
-                "test/code_env",
-                "--taskset.use-docker",
-                "true",
-                "--taskset.docker-on-host",
-                "true",
-                "--taskset.task.user.provider-kwargs",
-                json.dumps({"project_path": str(CODE_ENV)}),
-                "--taskset.task.user.launch-timeout-s",
-                "300",
+                *CODE_ENV_ON_HOST,
                 *NULL_HARNESS,
                 *model_flags(policy),
                 "--no-push",
