@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from simulator_start import median_start
+from simulator_start import measure_starts
 from simulator_start import report as simulator_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -507,12 +507,13 @@ def main() -> None:
             (asyncio.run(step_overhead(url, args.step_episodes)) for _ in range(3)),
             key=lambda r: r[1] / r[0],
         )
-        # The 0.2 user simulator's start, as shipped and with everything imported.
-        starts = [
-            median_start(url, light=light, repeats=args.simulator_repeats)
-            for light in (True, False)
+        # The 0.2 user simulator's start: forked (as shipped), fresh, and fresh
+        # with everything imported.
+        starts = (
+            measure_starts(url, args.simulator_repeats)
             if "simulator" in wanted
-        ]
+            else None
+        )
     raw, ours, inner = rounds[1]
     print(
         f"\nper step (median): raw client {raw * 1e3:.2f} ms, our user {ours * 1e3:.2f} "
@@ -521,7 +522,7 @@ def main() -> None:
     )
     if starts:
         print(
-            f"\none verifiers 0.2 user simulator's start:\n{simulator_report(starts)}"
+            f"\none verifiers 0.2 user simulator's start:\n{simulator_report(*starts)}"
         )
 
 

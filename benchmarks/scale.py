@@ -1,7 +1,7 @@
 """Training scale: Wordle episodes at 64 to 512 in flight, four ways, in one run.
 
     uv run python benchmarks/scale.py [--levels 64,128,256,512] [--per-level 4]
-        [--legs raw,vf04,vf04-server,vf02] [--vf02-max 64]
+        [--legs raw,raw-paced,vf04,vf04-server,vf02] [--vf02-max 64]
 
 Each level runs `per-level x concurrency` episodes (2,048 at 512) of the local Wordle
 env (envs/wordle), played by the local scripted policy (`openenv_v1.local_policy
@@ -9,7 +9,11 @@ env (envs/wordle), played by the local scripted policy (`openenv_v1.local_policy
 
 - `raw`: a bare OpenEnv `GenericEnvClient` per episode, on servers launched directly
   (as many as the `vf04` leg used at that level, each at the env's default session
-  limit), guessing with the same solver in process: the env servers' own limit.
+  limit), guessing with the same solver in process, steps back to back: more load
+  than an eval puts on the servers.
+- `raw-paced`: the same bare client asking the same local policy for every move over
+  HTTP, as an eval does: the env servers under an eval's rhythm, the baseline the
+  `p99/raw` column divides by (the unpaced `raw` when it is the only one).
 - `vf04`: `vf-eval openenv-v1` on verifiers 0.4 with its defaults: shared UV-launched
   servers, the package's chat harness, `-c` = the level.
 - `vf04-server`: the trainer's path: verifiers 0.4's env server (`serve_env`, a broker
@@ -509,11 +513,17 @@ def trainer(address: str, policy_url: str, level: int, taskset: str, out: str) -
 
 
 def raw_leg(
-    level: int, episodes: int, servers: int, replay: dict[int, list[str]]
+    level: int,
+    episodes: int,
+    servers: int,
+    replay: dict[int, list[str]],
+    policy_url: str | None = None,
 ) -> LegResult:
-    """A bare `GenericEnvClient` per episode on `servers` directly launched servers,
-    stepping the replies the eval leg's model sent for the same seed (the solver
-    guesses, in process, for a seed with none)."""
+    """A bare `GenericEnvClient` per episode on `servers` directly launched servers.
+    Unpaced (`raw`): stepping the replies the eval leg's model sent for the same seed
+    (the solver guesses, in process, for a seed with none), back to back. Paced
+    (`raw-paced`, with `policy_url`): asking the same local policy for every move
+    over HTTP, as an eval does, so the servers see an eval's rhythm of steps."""
     from openenv_v1.core.uv_launch import SupervisedUVProvider
     from openenv_v1.wordle_solver import next_guess
 
@@ -528,7 +538,18 @@ def raw_leg(
             urls.append(provider.start())
         for provider in providers:
             provider.wait_for_ready()
-        result = LegResult("raw", level, episodes, 0, 0.0, [])
+        name = "raw-paced" if policy_url else "raw"
+        result = LegResult(name, level, episodes, 0, 0.0, [])
+        limits = httpx.Limits(max_connections=level, max_keepalive_connections=level)
+        model = httpx.AsyncClient(timeout=600, limits=limits)
+
+        async def move(seen: str, script: list[str]) -> str:
+            if policy_url is None:
+                return script.pop(0) if script else f"[{next_guess(seen)}]"
+            body = {"model": "local", "messages": [{"role": "user", "content": seen}]}
+            reply = await model.post(f"{policy_url}/chat/completions", json=body)
+            reply.raise_for_status()
+            return reply.json()["choices"][0]["message"]["content"]
 
         async def main() -> None:
             from openenv_v1.core.light_import import generic_client_class
@@ -552,9 +573,7 @@ def raw_leg(
                             seen = str(reply.observation)
                             script = list(replay.get(i, []))
                             while not reply.done:
-                                message = (
-                                    script.pop(0) if script else f"[{next_guess(seen)}]"
-                                )
+                                message = await move(seen, script)
                                 t0 = time.perf_counter()
                                 reply = await client.step({"message": message})
                                 result.step_s.append(time.perf_counter() - t0)
@@ -566,6 +585,7 @@ def raw_leg(
             started = time.monotonic()
             await asyncio.gather(*(one(i) for i in range(episodes)))
             result.wall_s = time.monotonic() - started
+            await model.aclose()
 
         asyncio.run(main())
         result.servers = servers
@@ -593,11 +613,11 @@ def print_table(results: list[LegResult]) -> None:
     )
     print(head)
     raw = {r.level: pct(r.step_s, 0.99) for r in results if r.leg == "raw"}
+    raw |= {r.level: pct(r.step_s, 0.99) for r in results if r.leg == "raw-paced"}
     for r in results:
         p99 = pct(r.step_s, 0.99)
-        ratio = (
-            f"{p99 / raw[r.level]:.2f}x" if r.level in raw and r.leg != "raw" else ""
-        )
+        baseline = r.leg.startswith("raw") or r.level not in raw
+        ratio = "" if baseline else f"{p99 / raw[r.level]:.2f}x"
         print(
             f"{r.leg:<12}{r.level:>10}{r.episodes:>9}{r.ok:>7}"
             f"{100 * r.ok / r.episodes:>8.1f}%{r.ok / r.wall_s:>8.1f}"
@@ -643,7 +663,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="64,128,256,512")
     parser.add_argument("--per-level", type=int, default=4)
-    parser.add_argument("--legs", default="raw,vf04,vf04-server,vf02")
+    parser.add_argument("--legs", default="raw,raw-paced,vf04,vf04-server,vf02")
     parser.add_argument("--vf02-max", type=int, default=64)
     parser.add_argument(
         "--vf02-episodes",
@@ -695,7 +715,7 @@ def main() -> None:
                     result = eval_leg(
                         leg, command, level, count, "outputs/*/*/traces.jsonl"
                     )
-                elif leg == "raw":
+                elif leg in ("raw", "raw-paced"):
                     continue  # after the eval legs, on as many servers as vf04 used
                 else:
                     raise SystemExit(f"unknown leg {leg!r}")
@@ -704,12 +724,15 @@ def main() -> None:
                     f"  done: {leg} @ {level}: {result.ok}/{result.episodes} ok",
                     flush=True,
                 )
-            if "raw" in legs:
-                result = raw_leg(
-                    level, episodes, max(1, servers or level // 64), replay
-                )
-                results.append(result)
-                print(f"  done: raw @ {level}: {result.ok}/{episodes} ok", flush=True)
+            for leg, paced in (("raw", None), ("raw-paced", policy_url)):
+                if leg in legs:
+                    count = max(1, servers or level // 64)
+                    result = raw_leg(level, episodes, count, replay, paced)
+                    results.append(result)
+                    print(
+                        f"  done: {leg} @ {level}: {result.ok}/{episodes} ok",
+                        flush=True,
+                    )
     print(f"\n{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}\n")
     print_table(results)
     for result in results:

@@ -14,9 +14,12 @@ local Wordle server, and measures the simulator process itself:
 - `rss`: its resident memory once ready, in MB; then one `respond("")` through
   verifiers' own client, which must return the Wordle opening.
 
-Two ways, in one run: `light` (as shipped: `openenv_v1.vf02.light_verifiers` hides
-anthropic and math_verify) and `full` (`OPENENV_V1_FULL_IMPORT=1`, every module
-imported, as before). Timings are medians; they are inflated on a busy machine.
+Three ways, in one run: `fork` (as shipped: a fork of the taskset's fork server,
+`openenv_v1.vf02.simulator_forks`; the figures are the launcher's and its fork's
+together, and the fork server's one-time cost is shown apart), `light` (a fresh
+interpreter, where `openenv_v1.vf02.light_verifiers` hides anthropic, math_verify
+and fastmcp) and `full` (`OPENENV_V1_FULL_IMPORT=1`, every module imported). Timings
+are medians; they are inflated on a busy machine.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import statistics
@@ -39,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -55,6 +60,8 @@ class SimulatorStart:
     ready_cpu_s: float
     ready_wall_s: float
     rss_mb: float
+    pss_mb: float
+    """Its proportional share of memory (a fork shares pages with its server)."""
     opening: str
     """The text of the simulator's first user message (the env's opening)."""
 
@@ -109,11 +116,31 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _pss_mb(pid: int) -> float:
+    """Proportional memory: a fork's pages shared with its fork server count in part."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _fork_pid(workdir: Path) -> int | None:
+    """The fork's pid, from the launcher's log line (`fork` mode)."""
+    with contextlib.suppress(FileNotFoundError):
+        match = re.search(
+            r"simulator forked as pid (\d+)", (workdir / "log").read_text()
+        )
+        if match:
+            return int(match.group(1))
+    return None
+
+
 def start_simulator(
-    env_url: str, *, light: bool, timeout_s: float = 300
+    env_url: str, *, mode: str, forks: Any = None, timeout_s: float = 300
 ) -> SimulatorStart:
     """Start one simulator as verifiers 0.2 does, for a task on `env_url` (a Wordle
-    server), measure it, ask it for the opening, stop it."""
+    server), measure it, ask it for the opening, stop it. In `fork` mode the figures
+    are the launcher's and its fork's together."""
     from verifiers.v1.mcp.launch import user_respond
 
     from openenv_v1.vf02.config import OpenEnvUserConfig
@@ -129,13 +156,15 @@ def start_simulator(
     with rollout_channel(task.model_dump_json()) as state_url:
         env = {k: v for k, v in os.environ.items() if k != FULL_IMPORT_VAR}
         env.update(
-            VF_CONFIG=OpenEnvUserConfig().model_dump_json(),
+            VF_CONFIG=OpenEnvUserConfig(
+                simulator_forks=forks.socket_path if forks else None
+            ).model_dump_json(),
             MCP_PORT_FILE=str(port_file),
             VF_STATE_URL=state_url,
             VF_STATE_SECRET="bench",
             TMPDIR=str(workdir),
         )
-        if not light:
+        if mode == "full":
             env[FULL_IMPORT_VAR] = "1"
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -146,12 +175,19 @@ def start_simulator(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        pids = [proc.pid]
+
+        def cpu() -> float:
+            if forks and len(pids) == 1 and (fork := _fork_pid(workdir)):
+                pids.append(fork)
+            return sum(_cpu_s(pid) for pid in pids)
+
         try:
             port_cpu = port_wall = None
             while port_cpu is None:
                 _alive(proc, workdir, started, timeout_s)
                 if port_file.exists() and port_file.read_text().strip().isdigit():
-                    port_cpu = _cpu_s(proc.pid)
+                    port_cpu = cpu()
                     port_wall = time.monotonic() - started
                 time.sleep(0.005)
             url = f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
@@ -161,8 +197,9 @@ def start_simulator(
                     httpx.get(url, timeout=2)
                     break
                 time.sleep(0.01)
-            ready_cpu, ready_wall = _cpu_s(proc.pid), time.monotonic() - started
-            rss = _rss_mb(proc.pid)
+            ready_cpu, ready_wall = cpu(), time.monotonic() - started
+            rss = sum(_rss_mb(pid) for pid in pids)
+            pss = sum(_pss_mb(pid) for pid in pids)
             messages = asyncio.run(user_respond(url, "", 0))
             opening = str(messages[0].content)
         finally:
@@ -170,10 +207,13 @@ def start_simulator(
                 os.killpg(proc.pid, 15)
             proc.wait(10)
             shutil.rmtree(workdir, ignore_errors=True)
+    if forks and len(pids) == 1:
+        raise RuntimeError("fork mode, but the simulator was not forked")
     return SimulatorStart(
-        mode="light" if light else "full",
+        mode=mode,
         port_cpu_s=port_cpu, port_wall_s=port_wall,  # type: ignore[arg-type]
-        ready_cpu_s=ready_cpu, ready_wall_s=ready_wall, rss_mb=rss, opening=opening,
+        ready_cpu_s=ready_cpu, ready_wall_s=ready_wall, rss_mb=rss, pss_mb=pss,
+        opening=opening,
     )  # fmt: skip
 
 
@@ -187,9 +227,11 @@ def _alive(
         raise TimeoutError(f"the simulator was not ready within {timeout_s} s")
 
 
-def median_start(env_url: str, *, light: bool, repeats: int) -> SimulatorStart:
+def median_start(
+    env_url: str, *, mode: str, repeats: int, forks: Any = None
+) -> SimulatorStart:
     """`repeats` starts one after another; the median of each figure."""
-    runs = [start_simulator(env_url, light=light) for _ in range(repeats)]
+    runs = [start_simulator(env_url, mode=mode, forks=forks) for _ in range(repeats)]
 
     def med(field: str) -> float:
         return statistics.median(getattr(r, field) for r in runs)
@@ -198,19 +240,20 @@ def median_start(env_url: str, *, light: bool, repeats: int) -> SimulatorStart:
         mode=runs[0].mode,
         port_cpu_s=med("port_cpu_s"), port_wall_s=med("port_wall_s"),
         ready_cpu_s=med("ready_cpu_s"), ready_wall_s=med("ready_wall_s"),
-        rss_mb=med("rss_mb"), opening=runs[0].opening,
+        rss_mb=med("rss_mb"), pss_mb=med("pss_mb"), opening=runs[0].opening,
     )  # fmt: skip
 
 
-def report(starts: list[SimulatorStart]) -> str:
+def report(starts: list[SimulatorStart], server: SimulatorStart | None = None) -> str:
     lines = [
         f"{'simulator':<11}{'port cpu s':>11}{'port wall s':>12}{'ready cpu s':>12}"
-        f"{'ready wall s':>13}{'rss MB':>8}"
+        f"{'ready wall s':>13}{'rss MB':>8}{'pss MB':>8}"
     ]
     for s in starts:
         lines.append(
             f"{s.mode:<11}{s.port_cpu_s:>11.2f}{s.port_wall_s:>12.2f}"
             f"{s.ready_cpu_s:>12.2f}{s.ready_wall_s:>13.2f}{s.rss_mb:>8.0f}"
+            f"{s.pss_mb:>8.0f}"
         )
     by_mode = {s.mode: s for s in starts}
     if {"light", "full"} <= by_mode.keys():
@@ -218,6 +261,11 @@ def report(starts: list[SimulatorStart]) -> str:
         lines.append(
             f"full / light: {full.ready_cpu_s / light.ready_cpu_s:.2f}x CPU to ready, "
             f"{full.rss_mb / light.rss_mb:.2f}x memory"
+        )
+    if server is not None:
+        lines.append(
+            f"fork server, once per eval process: {server.ready_cpu_s:.2f} s CPU "
+            f"(imports and a first fork), {server.rss_mb:.0f} MB resident"
         )
     return "\n".join(lines)
 
@@ -231,11 +279,36 @@ def main() -> None:
         f"Python {platform.python_version()}"
     )
     with wordle_server() as url:
-        starts = [
-            median_start(url, light=light, repeats=args.repeats)
-            for light in (True, False)
-        ]
-    print(report(starts))
+        print(report(*measure_starts(url, args.repeats)))
+
+
+def measure_starts(
+    url: str, repeats: int
+) -> tuple[list[SimulatorStart], SimulatorStart]:
+    """The three ways (`fork`, as shipped; `light`, a fresh interpreter without the
+    unused packages; `full`), `repeats` starts each, and the fork server's one-time
+    cost."""
+    from openenv_v1.vf02.simulator_forks import SimulatorForks
+
+    forks = SimulatorForks.start()
+    try:
+        server = fork_server_cost(url, forks)
+        starts = [median_start(url, mode="fork", repeats=repeats, forks=forks)]
+    finally:
+        forks.close()
+    starts += [median_start(url, mode=m, repeats=repeats) for m in ("light", "full")]
+    return starts, server
+
+
+def fork_server_cost(url: str, forks: Any) -> SimulatorStart:
+    """The fork server's one-time cost: its CPU and memory once it has served a
+    first (unmeasured) fork."""
+    start_simulator(url, mode="fork", forks=forks)
+    pid = forks._proc.pid
+    return SimulatorStart(
+        mode="fork server", port_cpu_s=0, port_wall_s=0, ready_cpu_s=_cpu_s(pid),
+        ready_wall_s=0, rss_mb=_rss_mb(pid), pss_mb=_pss_mb(pid), opening="",
+    )  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -33,6 +33,16 @@ COUNTER_SCRIPT = [
 and 1.0 (done)."""
 
 
+def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
+    """Poll `predicate` until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -205,8 +215,11 @@ def wordle_uvicorns() -> list[tuple[int, str]]:
 
 def user_simulators() -> list[tuple[int, str]]:
     """Live `openenv_v1.vf02.user` processes started by this checkout's evals (verifiers
-    runs them with the eval's own Python)."""
-    return processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.user")
+    runs them with the eval's own Python), and the simulator fork servers and their
+    forks (which keep the fork server's command line)."""
+    return processes_matching(
+        f"{BIN}/python", "-m openenv_v1.vf02.user"
+    ) + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator_forks")
 
 
 def tool_servers() -> list[tuple[int, str]]:

@@ -16,7 +16,7 @@ from openenv_v1.vf02.light_verifiers import FULL_IMPORT_VAR
 
 
 def test_the_simulator_starts_without_unused_packages_and_still_plays(wordle_url):
-    start = start_simulator(wordle_url, light=True)
+    start = start_simulator(wordle_url, mode="light")
     # A real simulator, started as verifiers does: verifiers' own client gets the
     # Wordle opening from it.
     assert "wordle" in start.opening.lower(), start.opening

@@ -24,19 +24,11 @@ from tests.servers import (
     recorded_requests,
     tool_servers,
     user_simulators,
+    wait_until,
     wordle_uv_eval_command,
     wordle_uv_servers,
     wordle_uvicorns,
 )
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 @pytest.mark.parametrize(

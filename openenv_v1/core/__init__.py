@@ -21,17 +21,37 @@ The flow of one episode, one module each:
     images.py      pixel fields of an observation found and encoded as PNG
     turns.py       Turn: an observation as bounded text plus its images
     episode.py     EnvEpisode: reset, step, reward sum, done, invalid-action bounds
+
+Its names are imported on first use, so that a small piece (`process_group`, say)
+can be imported without the OpenEnv client behind the rest.
 """
 
-from openenv_v1.core.episode import (
-    EnvEpisode,
-    EpisodeLimits,
-    EpisodeReport,
-    open_episode,
-)
-from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch import EnvTarget, open_env
-from openenv_v1.core.schema import ActionSpec
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openenv_v1.core.episode import (
+        EnvEpisode,
+        EpisodeLimits,
+        EpisodeReport,
+        open_episode,
+    )
+    from openenv_v1.core.errors import EnvFailure
+    from openenv_v1.core.launch import EnvTarget, open_env
+    from openenv_v1.core.schema import ActionSpec
+
+_HOMES = {
+    "ActionSpec": "openenv_v1.core.schema",
+    "EnvEpisode": "openenv_v1.core.episode",
+    "EnvFailure": "openenv_v1.core.errors",
+    "EnvTarget": "openenv_v1.core.launch",
+    "EpisodeLimits": "openenv_v1.core.episode",
+    "EpisodeReport": "openenv_v1.core.episode",
+    "open_env": "openenv_v1.core.launch",
+    "open_episode": "openenv_v1.core.episode",
+}
 
 __all__ = [
     "ActionSpec",
@@ -43,3 +63,12 @@ __all__ = [
     "open_env",
     "open_episode",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -27,6 +27,9 @@ class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
 
     pool_url: str | None = None
     """Set by the taskset, not by hand: lease endpoint of its shared env servers."""
+    simulator_forks: str | None = None
+    """Set by the taskset, not by hand: socket of its simulator fork server
+    (`openenv_v1.vf02.simulator_forks`)."""
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
     """Set by the taskset, not by hand: values of `forward_env` for a rollout that
     launches its own server. Never part of a saved config."""
@@ -78,6 +81,11 @@ class OpenEnvConfig(vf.TasksetConfig):
     simulator_starts: int | None = Field(None, ge=1)
     """Most user simulators starting at once (a start takes seconds of CPU, and
     verifiers gives it 180 s to report its port). Unset: two per core."""
+    fork_simulators: bool = True
+    """Start each user simulator as a fork of one process that has imported
+    verifiers once (a fraction of a second of CPU per rollout instead of a few
+    seconds). Off: each simulator is a fresh interpreter. Linux, simulator on this
+    host."""
     resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
     """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     tool_calls: ToolCalls = "text"
@@ -166,6 +174,14 @@ class OpenEnvConfig(vf.TasksetConfig):
         from verifiers.v1.runtimes import runtime_is_local
 
         return runtime_is_local(self.task.user.runtime)
+
+    def forks_simulators_here(self) -> bool:
+        """Whether the user simulators start as processes of this host, where they
+        can be forked (`openenv_v1.vf02.simulator_forks`)."""
+        from openenv_v1.vf02.simulator_forks import supported
+
+        user = self.task.user
+        return supported() and user.runtime.type == "subprocess"
 
     def forwarded_values(self) -> dict[str, str]:
         """Values of `task.user.forward_env` in this process; a missing one is an

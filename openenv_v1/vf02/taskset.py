@@ -34,6 +34,7 @@ from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
 from openenv_v1.vf02.null_harness import prepare_null_harness
+from openenv_v1.vf02.simulator_forks import SimulatorForks
 from openenv_v1.vf02.simulator_slots import (
     SimulatorSlots,
     default_alive,
@@ -168,6 +169,10 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             # these variables (verifiers strips *API_KEY* ones): hand the values over
             # in its config, which only ever travels in the process environment.
             user = user.model_copy(update={"secret_env": secret_env})
+        self.forks: SimulatorForks | None = None
+        if config.fork_simulators and config.forks_simulators_here():
+            self.forks = SimulatorForks.start()
+            user = user.model_copy(update={"simulator_forks": self.forks.socket_path})
         self._task_config = config.task.model_copy(update={"user": user})
         self.slots = (
             SimulatorSlots(
@@ -188,9 +193,11 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         return [OpenEnvTools(OpenEnvToolsConfig())]
 
     def close(self) -> None:
-        """Stop the shared env servers, if any."""
+        """Stop the shared env servers and the simulator fork server, if any."""
         if self.pool is not None:
             self.pool.close()
+        if self.forks is not None:
+            self.forks.close()
 
     def load(self) -> Iterator[OpenEnvTask]:
         config = self.config

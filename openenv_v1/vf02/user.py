@@ -17,15 +17,21 @@ server unserved while verifiers keeps probing it for minutes, and a raising `res
 reaches the trace only as an unreadable JSON error. Instead the failure is put on the
 rollout state, and the task's `openenv_done` stop raises it as the rollout's error.
 
-Run as the simulator, the module first hides the packages of verifiers a simulator
-never uses (`openenv_v1.vf02.light_verifiers`), which makes each rollout's start about
-three times cheaper.
+Run as the simulator, the module first asks the taskset's fork server for a fork
+that has imported all this already (`openenv_v1.vf02.simulator_forks`); without one,
+it hides the packages of verifiers a simulator never uses
+(`openenv_v1.vf02.light_verifiers`), which makes a fresh start about three times
+cheaper.
 """
 
 from __future__ import annotations
 
 if __name__ == "__main__":
-    # Before verifiers is imported, and only in the simulator process.
+    # Before verifiers is imported, and only in the simulator process: become a fork
+    # of the taskset's fork server (exits here), or else import only what is used.
+    from openenv_v1.vf02.simulator_forks import run_forked
+
+    run_forked()
     from openenv_v1.vf02.light_verifiers import hide_unused_modules
 
     hide_unused_modules()

@@ -19,6 +19,7 @@ from tests.servers import (
     model_flags,
     policy_server,
     recorded_requests,
+    wait_until,
     wordle_uv_servers,
     wordle_uvicorns,
 )
@@ -45,15 +46,6 @@ def assert_all_done(proc, episodes, count):
         assert trace["rewards"]["openenv_reward"]["score"] == account["reward"]
         assert trace["metrics"]["openenv_steps"] == account["steps"] >= 1
     return traces
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 def test_flag_only_base_url_eval_runs_every_reset_and_rollout(wordle_url, tmp_path):

@@ -1,0 +1,385 @@
+"""Start each verifiers 0.2 user simulator as a fork of one that has imported it all.
+
+verifiers 0.2 runs `python -m openenv_v1.vf02.user` once per rollout, and a fresh
+interpreter spends seconds of CPU importing verifiers, mcp's server, uvicorn and
+OpenEnv's client before it serves. So the taskset starts one *fork server* per process
+that runs rollouts (`SimulatorForks`), which imports all that once; each rollout's
+simulator command then only asks it for a fork:
+
+- the **launcher** is the process verifiers starts and owns (`python -m
+  openenv_v1.vf02.user`). Before importing anything heavy it reads the fork server's
+  socket from its config (`simulator_forks`), hands over its environment, working
+  directory, arguments and standard streams, and waits. It forwards SIGTERM, SIGINT and
+  SIGHUP to its fork (a fork left running past `STOP_GRACE_S` after that is killed),
+  and exits with the fork's exit code. With no fork server configured, or one that
+  does not answer within `ANSWER_TIMEOUT_S`, it runs the simulator itself, as before.
+- the **fork** takes over those streams, that environment and directory, and runs
+  `OpenEnvUser.run()`. Its connection to the launcher is its lifeline: when the
+  launcher is gone (SIGKILL included), it stops itself the same way. It also dies with
+  the fork server (verifiers' own parent-death signal).
+- the **fork server** exits within a second of its owner (the eval, or an `eval
+  --server` worker) however that ends, and is stopped by `SimulatorForks.close()`.
+
+The socket lives in a directory only this user can open. Linux only (fork, passing
+file descriptors); elsewhere simulators start as before.
+
+    forks = SimulatorForks.start()          # in the taskset
+    user = user.model_copy(update={"simulator_forks": forks.socket_path})
+    ...
+    forks.close()
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from openenv_v1.core.process_group import die_with_owner, signal_group
+
+ANSWER_TIMEOUT_S = 60.0
+"""Longest a launcher waits for its fork (the fork server may still be importing),
+before it runs the simulator itself."""
+STOP_GRACE_S = 10.0
+"""How long a fork told to stop (or orphaned) may take to close its env session."""
+BIND_TIMEOUT_S = 30.0
+"""Longest `SimulatorForks.start()` waits for the fork server's socket."""
+OWNER_POLL_S = 1.0
+"""How often the fork server checks that its owner is alive."""
+_HEADER = struct.Struct("!I")
+_STREAMS = 3  # stdin, stdout, stderr
+
+
+def supported() -> bool:
+    """Whether simulators can be forked on this platform."""
+    return sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+
+
+# --- the eval's side: owning the fork server ---
+
+
+@dataclass
+class SimulatorForks:
+    """The fork server of one process that runs rollouts, and its socket."""
+
+    socket_path: str
+    _proc: subprocess.Popen[bytes] = field(repr=False)
+    _dir: str = field(repr=False)
+
+    @classmethod
+    def start(cls) -> SimulatorForks:
+        """Start the fork server; it imports in the background while the eval goes on
+        (launchers that come early queue on its socket). Stopped by `close()`, at
+        exit, or when this process dies."""
+        home = tempfile.mkdtemp(prefix="openenv-v1-forks-")
+        if len(home) > 90:  # a unix socket path has room for ~107 bytes
+            shutil.rmtree(home, ignore_errors=True)
+            home = tempfile.mkdtemp(prefix="openenv-v1-forks-", dir="/tmp")
+        path = os.path.join(home, "forks.sock")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openenv_v1.vf02.simulator_forks", path],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its group holds the forks: close() ends them all
+        )
+        forks = cls(path, proc, home)
+        atexit.register(forks.close)
+        # It listens before its imports; a launcher that finds no socket at all
+        # would start its simulator itself.
+        deadline = time.monotonic() + BIND_TIMEOUT_S
+        while not os.path.exists(path) and proc.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        return forks
+
+    def close(self) -> None:
+        """Stop the fork server and every fork still running; remove the socket."""
+        atexit.unregister(self.close)
+        if self._proc.poll() is None:
+            signal_group(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                signal_group(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+        signal_group(self._proc.pid, signal.SIGKILL)  # forks the server left behind
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+# --- the launcher's side: what verifiers runs ---
+
+
+def socket_from_config() -> str | None:
+    """The fork server's socket named in this simulator's config (`VF_CONFIG`)."""
+    raw = os.environ.get("VF_CONFIG")
+    if not raw or not supported():
+        return None
+    with contextlib.suppress(ValueError, AttributeError):
+        path = json.loads(raw).get("simulator_forks")
+        return path if isinstance(path, str) and path else None
+    return None
+
+
+def run_forked() -> None:
+    """Run this simulator as a fork of the configured fork server, and exit with its
+    exit code. Returns (having done nothing) when there is no fork server to ask."""
+    path = socket_from_config()
+    if path is None:
+        return
+    try:
+        conn, lines, pid = _ask_for_fork(path)
+    except (OSError, ValueError) as e:
+        print(
+            f"openenv-v1: no simulator fork ({type(e).__name__}: {e}); "
+            "starting the simulator in this process",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    print(f"openenv-v1: simulator forked as pid {pid}", file=sys.stderr, flush=True)
+    die_with_owner()  # as verifiers' own simulator does: SIGTERM, relayed to the fork
+    code = _relay(lines, pid)
+    conn.close()
+    sys.exit(code)
+
+
+def _ask_for_fork(path: str) -> tuple[socket.socket, _Lines, int]:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(ANSWER_TIMEOUT_S)
+        conn.connect(path)
+        request = json.dumps(
+            {"environ": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv}
+        ).encode()
+        socket.send_fds(conn, [b"F"], list(range(_STREAMS)))
+        conn.sendall(_HEADER.pack(len(request)) + request)
+        lines = _Lines(conn)
+        by = time.monotonic() + ANSWER_TIMEOUT_S
+        answer = lines.next(lambda: by)
+        if answer is None or "pid" not in answer:
+            raise ValueError(
+                (answer or {}).get("error", "the fork server closed the connection")
+            )
+        return conn, lines, int(answer["pid"])
+    except BaseException:
+        conn.close()
+        raise
+
+
+class _Lines:
+    """JSON lines from a socket, read with a deadline (polling, so that signal
+    handlers run and may move the deadline)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._buffer = b""
+        conn.settimeout(0.5)
+
+    def next(self, deadline: Callable[[], float | None]) -> dict[str, Any] | None:
+        """The next message; None when the peer hung up. `TimeoutError` once past
+        `deadline()` (read on every poll; None: no deadline)."""
+        while b"\n" not in self._buffer:
+            try:
+                chunk = self._conn.recv(4096)
+            except TimeoutError:
+                by = deadline()
+                if by is not None and time.monotonic() > by:
+                    raise
+                continue
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _relay(lines: _Lines, pid: int) -> int:
+    """Wait for the fork's exit code, passing stop signals on; a fork still running
+    `STOP_GRACE_S` after a stop signal is killed. A fork that ends by the signal it
+    was passed (uvicorn re-raises it once shut down) ends the launcher the same way."""
+    stops: list[tuple[int, float]] = []  # (signal, deadline) of the first stop
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+        if not stops:
+            stops.append((signum, time.monotonic() + STOP_GRACE_S))
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while True:
+        try:
+            answer = lines.next(lambda: stops[0][1] if stops else None)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            return 128 + signal.SIGKILL
+        except ValueError:
+            continue
+        if answer is None:  # the fork died without a word: by a signal
+            if not stops:
+                return 1
+            signal.signal(stops[0][0], signal.SIG_DFL)
+            os.kill(os.getpid(), stops[0][0])
+            return 128 + stops[0][0]
+        if "exit" in answer:
+            return int(answer["exit"])
+
+
+# --- the fork server ---
+
+
+def _preload() -> None:
+    """Import what every simulator imports, once."""
+    from openenv_v1.vf02.light_verifiers import hide_unused_modules
+
+    hide_unused_modules()
+    import httpx  # noqa: F401
+    import mcp.server.fastmcp
+    import mcp.server.transport_security  # noqa: F401
+    import uvicorn  # noqa: F401
+
+    import openenv_v1.vf02.user  # noqa: F401  (verifiers.v1, the core)
+    from openenv_v1.core.light_import import generic_client_class
+
+    generic_client_class()
+
+
+def serve(path: str) -> None:
+    """The fork server's loop: one fork per connection, until the owner is gone."""
+    owner = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1024)  # launchers queue here while the imports run
+    _preload()
+    import gc
+
+    gc.freeze()  # forks share the imported objects' pages instead of copying them
+    listener.settimeout(OWNER_POLL_S)
+    try:
+        while os.getppid() == owner:
+            _reap_forks()
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                _fork_one(listener, conn)
+            except (OSError, ValueError) as e:
+                print(f"openenv-v1 fork server: {e}", file=sys.stderr, flush=True)
+            finally:
+                conn.close()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _reap_forks() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _fork_one(listener: socket.socket, conn: socket.socket) -> None:
+    conn.settimeout(10.0)
+    _, fds, _, _ = socket.recv_fds(conn, 1, _STREAMS)
+    try:
+        if len(fds) != _STREAMS:
+            raise ValueError(f"expected {_STREAMS} streams, got {len(fds)}")
+        (size,) = _HEADER.unpack(_read_exactly(conn, _HEADER.size))
+        request = json.loads(_read_exactly(conn, size))
+        if threading.active_count() > 1:
+            # A fork copies only the forking thread; refuse rather than risk a lock
+            # held by another one. The launcher then starts the simulator itself.
+            _send(conn, {"error": "the fork server has threads; cannot fork safely"})
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            listener.close()
+            _run_fork(conn, fds, request)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ValueError("the launcher hung up mid-request")
+        data += chunk
+    return bytes(data)
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _run_fork(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> NoReturn:
+    """In the fork: become the launcher's simulator, run it, report its exit code."""
+    code = 1
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.environ.clear()
+        os.environ.update(request["environ"])
+        os.chdir(request["cwd"])
+        sys.argv = list(request["argv"])
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        tempfile.tempdir = None  # TMPDIR is the rollout's
+        import random
+
+        random.seed()
+        conn.settimeout(None)
+        _send(conn, {"pid": os.getpid()})
+        threading.Thread(target=_lifeline, args=(conn,), daemon=True).start()
+        from openenv_v1.vf02.user import OpenEnvUser
+
+        OpenEnvUser.run()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            _send(conn, {"exit": code})
+        os._exit(code)
+
+
+def _lifeline(conn: socket.socket) -> None:
+    """Stop this fork when its launcher is gone: SIGTERM (the simulator closes its
+    env session), then SIGKILL after `STOP_GRACE_S`."""
+    with contextlib.suppress(OSError):
+        while conn.recv(1):
+            pass
+    os.kill(os.getpid(), signal.SIGTERM)
+    threading.Event().wait(STOP_GRACE_S)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

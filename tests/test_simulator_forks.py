@@ -1,0 +1,215 @@
+"""verifiers 0.2 user simulators started as forks of the taskset's fork server
+(`openenv_v1.vf02.simulator_forks`): they play, and no fork outlives its launcher
+(SIGTERM or SIGKILL), its fork server's owner, or `close()`.
+
+Each simulator here is started as verifiers starts it (`python -m
+openenv_v1.vf02.user` in its own process group, with `VF_CONFIG`, `MCP_PORT_FILE` and
+the rollout's `/task` channel). The evals of the other 0.2 tests all run through forks
+too (the taskset starts a fork server by default)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from verifiers.v1.mcp.launch import user_respond
+
+from benchmarks.simulator_start import rollout_channel
+from openenv_v1.vf02.config import OpenEnvUserConfig
+from openenv_v1.vf02.simulator_forks import STOP_GRACE_S, SimulatorForks
+from openenv_v1.vf02.user import OpenEnvData
+from tests.servers import wait_until
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+class Simulator:
+    """One launched simulator: its launcher process, log and port file."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], workdir: Path) -> None:
+        self.proc, self.workdir = proc, workdir
+
+    def log(self) -> str:
+        return (self.workdir / "log").read_text(errors="replace")
+
+    def url(self) -> str:
+        port_file = self.workdir / "port"
+
+        def reported() -> bool:
+            assert self.proc.poll() is None, self.log()
+            return port_file.exists() and port_file.read_text().strip().isdigit()
+
+        assert wait_until(reported, 120), self.log()
+        url = f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
+
+        def serving() -> bool:  # after setup_task, as verifiers' probe waits for
+            assert self.proc.poll() is None, self.log()
+            try:
+                httpx.get(url, timeout=2)
+            except httpx.TransportError:
+                return False
+            return True
+
+        assert wait_until(serving, 120, interval=0.05), self.log()
+        return url
+
+    def opening(self) -> str:
+        messages = asyncio.run(user_respond(self.url(), "", 0))
+        return str(messages[0].content)
+
+    def fork_pid(self) -> int:
+        match = re.search(r"simulator forked as pid (\d+)", self.log())
+        assert match, self.log()
+        return int(match.group(1))
+
+
+@contextlib.contextmanager
+def simulator(
+    env_url: str, tmp_path: Path, forks_socket: str | None
+) -> Iterator[Simulator]:
+    task = OpenEnvData(
+        idx=0, name="forks", prompt=None, env=None, base_url=env_url,
+        use_docker=False, reset={"seed": 1},
+    )  # fmt: skip
+    workdir = tmp_path / "rollout"
+    workdir.mkdir(parents=True)
+    with rollout_channel(task.model_dump_json()) as state_url:
+        env = dict(os.environ)
+        env.update(
+            VF_CONFIG=OpenEnvUserConfig(simulator_forks=forks_socket).model_dump_json(),
+            MCP_PORT_FILE=str(workdir / "port"),
+            VF_STATE_URL=state_url,
+            VF_STATE_SECRET="forks",
+            TMPDIR=str(workdir),
+        )
+        with (workdir / "log").open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "openenv_v1.vf02.user"],
+                env=env,
+                cwd=workdir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # as verifiers' subprocess runtime does
+            )
+        try:
+            yield Simulator(proc, workdir)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.fixture
+def forks() -> Iterator[SimulatorForks]:
+    forks = SimulatorForks.start()
+    yield forks
+    forks.close()
+
+
+def test_a_forked_simulator_plays_and_ends_with_its_launcher(
+    wordle_url, tmp_path, forks
+):
+    with simulator(wordle_url, tmp_path, forks.socket_path) as sim:
+        assert "wordle" in sim.opening().lower()
+        fork = sim.fork_pid()
+        # The simulator is the fork server's child, not a fresh interpreter.
+        assert _ppid(fork) == forks._proc.pid
+        # verifiers stops a simulator with SIGTERM to its launcher's group: the fork
+        # gets it, closes its env session and ends as an unforked simulator does
+        # (uvicorn re-raises the SIGTERM once shut down), and so does the launcher.
+        os.killpg(sim.proc.pid, signal.SIGTERM)
+        assert sim.proc.wait(STOP_GRACE_S + 5) == -signal.SIGTERM, sim.log()
+        assert wait_until(lambda: not _alive(fork), 5)
+
+
+def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):
+    with simulator(wordle_url, tmp_path, forks.socket_path) as sim:
+        sim.url()
+        fork = sim.fork_pid()
+        os.killpg(sim.proc.pid, signal.SIGKILL)
+        sim.proc.wait(5)
+        # Its lifeline to the launcher breaks: SIGTERM at once, SIGKILL at the latest
+        # after the grace.
+        assert wait_until(lambda: not _alive(fork), STOP_GRACE_S + 5)
+        # The fork server goes on serving the next rollout.
+    with simulator(wordle_url, tmp_path / "next", forks.socket_path) as sim:
+        assert "wordle" in sim.opening().lower()
+        assert sim.fork_pid() != fork
+
+
+def test_close_ends_the_fork_server_and_its_forks(wordle_url, tmp_path):
+    forks = SimulatorForks.start()
+    with simulator(wordle_url, tmp_path, forks.socket_path) as sim:
+        sim.url()
+        fork = sim.fork_pid()
+        forks.close()
+        assert forks._proc.poll() is not None
+        assert wait_until(lambda: not _alive(fork), 5)
+        assert not Path(forks.socket_path).parent.exists()
+        # The launcher sees its fork go and exits too.
+        assert sim.proc.wait(10) != 0
+
+
+OWNER = """
+    import sys, time
+    from openenv_v1.vf02.simulator_forks import SimulatorForks
+    forks = SimulatorForks.start()
+    print(forks.socket_path, forks._proc.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_fork_server_and_its_forks_end_with_a_killed_owner(wordle_url, tmp_path):
+    (tmp_path / "run").mkdir()
+    owner = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(OWNER)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        socket_path, server = owner.stdout.readline().split()
+        with simulator(wordle_url, tmp_path / "run", socket_path) as sim:
+            sim.url()
+            fork = sim.fork_pid()
+            owner.kill()  # SIGKILL: no atexit, no close()
+            owner.wait(5)
+            assert wait_until(lambda: not _alive(int(server)), 5)
+            assert wait_until(lambda: not _alive(fork), 5)
+            assert sim.proc.wait(10) != 0
+    finally:
+        owner.kill()
+        owner.wait(5)
+
+
+def test_without_an_answering_fork_server_the_simulator_starts_itself(
+    wordle_url, tmp_path
+):
+    missing = str(tmp_path / "gone" / "forks.sock")
+    with simulator(wordle_url, tmp_path, missing) as sim:
+        assert "wordle" in sim.opening().lower()
+        assert "no simulator fork (FileNotFoundError" in sim.log()
+        assert "forked as pid" not in sim.log()
+        # What a forked simulator's launcher mirrors (the test above).
+        os.killpg(sim.proc.pid, signal.SIGTERM)
+        assert sim.proc.wait(STOP_GRACE_S + 5) == -signal.SIGTERM, sim.log()
