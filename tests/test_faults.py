@@ -539,3 +539,22 @@ def test_server_killed_mid_step_keeps_reward_and_steps_on_the_trace(tmp_path):
     assert (account["reward"], account["steps"]) == (5.0, 2)
     assert account["stop_reason"] == "error"
     assert elapsed < 120
+
+
+def test_reset_params_are_read_once_then_looked_at_again_after_a_while(
+    tmp_path, monkeypatch
+):
+    """Each episode asks; the folder's files are walked again only after
+    `RESET_PARAMS_RECHECK_S`, and an edit is then seen."""
+    from openenv_v1.core import schema
+
+    source = tmp_path / "env.py"
+    env = "from openenv.core.env_server import Environment\n\nclass Env(Environment):\n"
+    source.write_text(env + "    def reset(self, seed=None): ...\n")
+    first = read_reset_params(tmp_path)
+    assert first is not None and first.names == {"seed"}
+    source.write_text(env + "    def reset(self, seed=None, level=1): ...\n")
+    assert read_reset_params(tmp_path) is first  # within the recheck window
+    monkeypatch.setattr(schema, "RESET_PARAMS_RECHECK_S", 0.0)
+    edited = read_reset_params(tmp_path)
+    assert edited is not None and edited.names == {"seed", "level"}

@@ -20,6 +20,7 @@ import asyncio
 import functools
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,23 +284,34 @@ def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
     classes. Several env classes are merged (a key any of them takes is known). None
     when no env class with a `reset` is found.
 
-    Read once per state of the source files (path, size, mtime) and kept: every
-    episode of an eval asks. Thread-safe, and parses one tree at a time, since
-    CPython 3.11's `ast` is not safe to use from several threads at once (it fails
-    with "AST constructor recursion depth mismatch")."""
+    Every episode of an eval asks, so the answer is kept: parsed once per state of
+    the source files (path, size, mtime), and the files are looked at again (a
+    walk and a `stat` each) only once `RESET_PARAMS_RECHECK_S` have passed since.
+    Thread-safe, and parses one tree at a time, since CPython 3.11's `ast` is not
+    safe to use from several threads at once (it fails with "AST constructor
+    recursion depth mismatch")."""
     root = Path(source_dir)
+    with _reset_params_lock:
+        recent = _reset_params_recent.get(str(root))
+        if recent and time.monotonic() - recent[0] < RESET_PARAMS_RECHECK_S:
+            return recent[1]
     files = _python_files(root)
     key = (str(root.resolve()), tuple(_file_stamp(path) for path in files))
     with _reset_params_lock:
         if key not in _reset_params_cache:
             if len(_reset_params_cache) >= _RESET_PARAMS_CACHE_SIZE:
                 _reset_params_cache.clear()
+                _reset_params_recent.clear()
             _reset_params_cache[key] = _parse_reset_params(root, files)
+        _reset_params_recent[str(root)] = (time.monotonic(), _reset_params_cache[key])
         return _reset_params_cache[key]
 
 
+RESET_PARAMS_RECHECK_S = 5.0
+"""How long `read_reset_params` trusts its last look at a folder's files."""
 _reset_params_lock = threading.Lock()
 _reset_params_cache: dict[tuple[str, tuple[Any, ...]], ResetParams | None] = {}
+_reset_params_recent: dict[str, tuple[float, ResetParams | None]] = {}
 _RESET_PARAMS_CACHE_SIZE = 64
 
 
