@@ -272,7 +272,9 @@ def check_traces(traces: list[dict], result: LegResult) -> None:
     for trace in traces:
         errors = [e["message"][:160] for e in trace.get("errors") or []]
         account = (trace.get("info") or {}).get("openenv") or {}
-        reward = ((trace.get("rewards") or {}).get("openenv_reward") or {}).get("score")
+        reward = (trace.get("rewards") or {}).get("openenv_reward")
+        if isinstance(reward, dict):  # verifiers 0.4: {"score": ...}; 0.2: the value
+            reward = reward.get("score")
         good = (
             not errors
             and trace.get("stop_condition") == "openenv_done"
@@ -386,7 +388,9 @@ def vf04_command(vf04_bin: Path, policy_url: str, level: int, episodes: int) -> 
     ]
 
 
-def vf02_command(policy_url: str, level: int, episodes: int, config: Path) -> list:
+def vf02_command(
+    policy_url: str, level: int, episodes: int, config: Path, simulators: int | None
+) -> list:
     config.write_text(
         '[taskset]\nid = "openenv-v1"\nenv = "local/wordle"\n'
         f"resets = [{', '.join(f'{{ seed = {i} }}' for i in range(episodes))}]\n\n"
@@ -396,6 +400,7 @@ def vf02_command(policy_url: str, level: int, episodes: int, config: Path) -> li
     return [
         *(str(VF02_BIN / "eval"), "@", str(config)),
         *run_flags(policy_url, level, episodes),
+        *(["--taskset.max-simulators", str(simulators)] if simulators else []),
         "--no-rich",
     ]
 
@@ -672,6 +677,12 @@ def main() -> None:
         help="episodes of the vf02 leg per level (default: as the others)",
     )
     parser.add_argument(
+        "--vf02-simulators",
+        type=int,
+        default=None,
+        help="the vf02 leg's --taskset.max-simulators (default: the taskset's)",
+    )
+    parser.add_argument(
         "--vf04-venv", type=Path, default=Path(tempfile.gettempdir()) / "venv-vf04"
     )
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
@@ -711,7 +722,9 @@ def main() -> None:
                         continue
                     count = args.vf02_episodes or episodes
                     config = Path(tempfile.mkdtemp()) / "wordle.toml"
-                    command = vf02_command(policy_url, level, count, config)
+                    command = vf02_command(
+                        policy_url, level, count, config, args.vf02_simulators
+                    )
                     result = eval_leg(
                         leg, command, level, count, "outputs/*/*/traces.jsonl"
                     )

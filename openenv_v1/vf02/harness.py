@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, Self
 
 import verifiers.v1 as vf
 from pydantic import model_validator
-from verifiers.v1.dialects.chat import message_to_wire
+
+from openenv_v1.chat_opening import opening_messages
+from openenv_v1.core.http_client import async_client
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -94,14 +96,7 @@ class OpenEnvHarness(vf.Harness[OpenEnvHarnessConfig]):
     ) -> vf.ProgramResult:
         import openai
 
-        system_prompt, prompt = self.resolve_prompt(trace.task.data)
-        messages: list[dict[str, Any]] = []
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
-        if isinstance(prompt, str):
-            messages.append({"role": "user", "content": prompt})
-        elif prompt is not None:
-            messages += [message_to_wire(m) for m in prompt]
+        messages = opening_messages(*self.resolve_prompt(trace.task.data))
         try:
             tools = await ToolServers.listed(mcp_urls, self.config.tool_call_timeout_s)
             async with openai.AsyncOpenAI(
@@ -109,6 +104,9 @@ class OpenEnvHarness(vf.Harness[OpenEnvHarnessConfig]):
                 api_key=secret,
                 timeout=self.config.request_timeout_s,
                 max_retries=2,
+                # The process's TLS context: the client's own loads the CA bundle
+                # (~25 ms of CPU) for every rollout.
+                http_client=async_client(self.config.request_timeout_s),
             ) as client:
                 await _chat(client, ctx.model, messages, tools)
         except openai.APIError as e:

@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
-from verifiers.v1.dialects.chat import message_to_wire
 
+from openenv_v1.chat_opening import opening_messages
 from openenv_v1.core.http_client import async_client
 from openenv_v1.vf04.native import EpisodeTools, borrowed
 
@@ -59,14 +59,7 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
     ) -> vf.ProgramResult:
         from openai import AsyncOpenAI
 
-        system_prompt, prompt = self.resolve_prompt(data)
-        messages: list[dict[str, Any]] = []
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
-        if isinstance(prompt, str):
-            messages.append({"role": "user", "content": prompt})
-        elif prompt is not None:
-            messages += [message_to_wire(m) for m in prompt]
+        messages = opening_messages(*self.resolve_prompt(data))
         tools = borrowed(trace.id)
         async with AsyncOpenAI(
             base_url=endpoint,
