@@ -124,6 +124,9 @@ class DockerLaunch(LocalDockerProvider):
         """The image run, and whether it was built or reused."""
         self.start_seconds: float | None = None
         """Seconds from `docker run` to a ready server."""
+        self.published: str | None = None
+        """The host address and port Docker published the server's port on, as
+        `docker port` reports it (e.g. `127.0.0.1:49153`)."""
         self.app_choice = None  # the image runs its own command
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
         self._base_url: str | None = None
@@ -139,6 +142,11 @@ class DockerLaunch(LocalDockerProvider):
     def container(self) -> str | None:
         """The container's name while it exists."""
         return self._container_name
+
+    @property
+    def container_id(self) -> str | None:
+        """The container's id once `docker run` returned, while it exists."""
+        return self._container_id
 
     def start(
         self,
@@ -238,6 +246,7 @@ class DockerLaunch(LocalDockerProvider):
         for line in result.stdout.splitlines():
             address, _, port = line.strip().rpartition(":")
             if port.isdigit():
+                self.published = f"{address}:{port}"
                 return port
         state = self._state()
         if state is not None and not state.get("Running"):
