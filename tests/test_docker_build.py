@@ -1,6 +1,7 @@
 """Images built from env folders with a real engine: the build context is picked as
 OpenEnv's `openenv build` tells an in-repo env from a standalone one, and the inputs
-the tag hashes are the files the image is made of.
+the tag hashes are the files the image is made of; a new build removes the env's
+old images.
 
 The env layouts are written here, under names no other test uses (`inrepo_env`), and
 their images removed at the end."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from openenv_v1.core.docker_image import ensure_env_image
+from openenv_v1.core.docker_launch import DockerLaunch, DockerOptions
 from tests import docker_engine
 
 BASE = "ghcr.io/meta-pytorch/openenv-base:latest"
@@ -100,3 +102,48 @@ def test_an_env_folder_whose_dockerfile_copies_itself_builds_standalone(repo):
     assert built.source == f"built from {env / 'Dockerfile'}"
     assert run_in(built.image, "cat", "/app/mode") == "standalone\n"
     assert run_in(built.image, "cat", "/app/env/app.txt") == "standalone\n"
+
+
+def tags_of(repository: str) -> set[str]:
+    listed = docker_engine.docker(
+        "images", "--format", "{{.Repository}}:{{.Tag}}", repository
+    )
+    return set(listed.stdout.split())
+
+
+def test_a_new_build_removes_old_images_but_the_newest_and_those_in_use(
+    real_docker, tmp_path
+):
+    """`keep_images` 2: each edit of the folder builds an image through a real launch;
+    the older ones go, except one a running container uses, which goes once that
+    container is gone."""
+    folder = tmp_path / "prune_env"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(
+        f'FROM {BASE}\nCOPY . /app/env/\nCMD ["sleep", "300"]\n'
+    )
+    options = DockerOptions(project_path=str(folder), keep_images=2)
+    built: list[str] = []
+    first = None
+
+    def launch(version: int) -> DockerLaunch:
+        (folder / "version.txt").write_text(f"{version}\n")
+        provider = DockerLaunch(env="test/prune_env", options=options)
+        provider.start()
+        assert provider.image is not None and not provider.image.reused
+        built.append(provider.image.image)
+        return provider
+
+    try:
+        first = launch(1)  # its container keeps running
+        for version in (2, 3, 4):
+            launch(version).stop(grace_s=0)
+        # v2 went; v1 stays, as its container runs.
+        assert tags_of("openenv-v1/prune_env") == {built[0], built[2], built[3]}
+        first.stop(grace_s=0)
+        launch(5).stop(grace_s=0)
+        assert tags_of("openenv-v1/prune_env") == {built[3], built[4]}
+    finally:
+        if first is not None:
+            first.stop(grace_s=0)
+        remove_images("openenv-v1/prune_env")

@@ -44,6 +44,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openenv_v1.core.docker_image import EnvImage, docker_cli, ensure_env_image
+from openenv_v1.core.docker_prune import prune_env_images
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.light_import import without_gradio
@@ -74,6 +75,9 @@ class DockerOptions(BaseModel):
     project_path: str | None = None
     """Local env folder whose `server/Dockerfile` (else `Dockerfile`) is built, as
     `openenv build` builds it, and reused while its files are unchanged."""
+    keep_images: int = Field(3, ge=1)
+    """Images of this env folder kept after a new one is built (older ones built by
+    openenv-v1 are removed, never one a running container uses)."""
     port: int | None = None
     """Host port to publish on; unset, Docker picks a free one."""
     host: str = "127.0.0.1"
@@ -169,7 +173,10 @@ class DockerLaunch(LocalDockerProvider):
                     "task.user.provider_kwargs.project_path to the env's folder (its "
                     "Dockerfile is built), or provider_kwargs.image to an image"
                 )
-            return ensure_env_image(options.project_path)
+            built = ensure_env_image(options.project_path)
+            if not built.reused:
+                prune_env_images(built.image.rpartition(":")[0], options.keep_images)
+            return built
         from openenv_v1.core.openenv_lines import hf_space_subdomain
 
         return EnvImage(
