@@ -1,6 +1,6 @@
 """The image a Docker launch runs: a given one, or one built from the env's folder.
 
-`image_for(...)` picks, in order: `provider_kwargs.image` as given (a local or registry
+`DockerLaunch` picks, in order: `provider_kwargs.image` as given (a local or registry
 image); with a local `project_path`, an image built from that folder's own Dockerfile
 (`server/Dockerfile`, else `Dockerfile`); else the Hugging Face Space's image
 `registry.hf.space/<owner>-<name>:<tag>`.

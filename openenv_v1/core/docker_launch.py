@@ -5,8 +5,9 @@ on every interface, with no limits, no labels, and a container nobody removes wh
 eval dies. `DockerLaunch` keeps the provider's shape (start a container, wait for
 `/health`, stop it) and:
 
-- runs the image `docker_image.image_for` picks: `image`, one built from the env
-  folder's Dockerfile, or the Space's;
+- runs the image it picks: `image`, one built from the env folder's Dockerfile
+  (`docker_image`; after a new build the env's older images go, `docker_prune`), or
+  the Space's;
 - publishes on `host` only (default 127.0.0.1), on a port Docker picks unless `port`
   is set;
 - applies limits for model-written code: `--security-opt no-new-privileges`, a pids
