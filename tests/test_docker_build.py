@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from openenv_v1.core.docker_image import ensure_env_image
+from openenv_v1.core.docker_context import build_context
+from openenv_v1.core.docker_image import build_args_of, ensure_env_image
 from openenv_v1.core.docker_launch import DockerLaunch, DockerOptions
 from tests import docker_engine
 
@@ -147,3 +148,39 @@ def test_a_new_build_removes_old_images_but_the_newest_and_those_in_use(
         if first is not None:
             first.stop(grace_s=0)
         remove_images("openenv-v1/prune_env")
+
+
+def test_the_context_follows_what_the_dockerfile_copies(tmp_path):
+    """Which COPY and ADD lines count: the JSON form, build arguments (`ENV_NAME` as
+    `openenv build` passes it), continuation lines; not `--from` copies (another
+    stage) or URLs."""
+    root = tmp_path / "repo"
+    env = root / "envs" / "json_env"
+    env.mkdir(parents=True)
+    (root / "src" / "core").mkdir(parents=True)
+    dockerfile = env / "Dockerfile"
+    build_args = build_args_of(env)
+
+    def context_of(text: str):
+        dockerfile.write_text(f"FROM {BASE} AS builder\n{text}")
+        return build_context(env, dockerfile, build_args)
+
+    # From the env folder alone: `--from` and URL sources are not the context's.
+    alone = context_of(
+        "COPY --from=builder /src/core /app/core\n"
+        "ADD https://example.com/x.tgz /tmp/\n"
+        "COPY . /app/env\n"
+    )
+    assert (alone.root, alone.mode, alone.inputs) == (env, "standalone", (".",))
+    # From the repo root: a JSON-form copy and one through a build argument.
+    rooted = context_of(
+        'COPY ["src/core/", "/app/src/core/"]\n'
+        "ARG ENV_NAME=unset\n"
+        "COPY --chown=root \\\n  envs/${ENV_NAME}_env/ /app/env/\n"
+    )
+    assert (rooted.root, rooted.mode) == (root, "in-repo")
+    assert rooted.inputs == ("envs/json_env/", "envs/json_env/Dockerfile", "src/core/")
+    # A source found in neither place leaves the env folder as the context (the build
+    # then fails naming the missing path).
+    missing = context_of("COPY nowhere/ /app/\n")
+    assert (missing.root, missing.mode) == (env, "standalone")

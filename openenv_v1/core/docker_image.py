@@ -12,8 +12,8 @@ and `ENV_NAME=<folder name without _env>`. BuildKit is on (env Dockerfiles use `
 --mount=type=cache`). The tag names a hash of the context's files the image is made
 of (and of the build arguments and the ids of the local images its stages start
 FROM), `openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base
-reuses its image and an edited one is rebuilt. A failed build raises `EnvFailure` naming the failing step
-and the tail of its output.
+reuses its image and an edited one is rebuilt. A failed build raises `EnvFailure`
+naming the failing step and the tail of its output.
 
     built = ensure_env_image("/path/to/maze_env")
     print(built.image, "reused" if built.reused else f"built in {built.seconds:.0f}s")
