@@ -18,6 +18,11 @@
   servers, the package's in-process chat harness);
 - `vf04-native`: `vf04` with `--env.taskset.tool-calls native` (the chat harness
   steps each `act` call in process), and
+- `docker-shared`, `docker-per-rollout` (only when named in `--only`): `ours` with the
+  env in Docker containers on this host (`use_docker`, `docker_on_host`), shared
+  through the pool (the default) or one per rollout, from an image built from a copy
+  of `envs/wordle` with a Dockerfile (`benchmarks/docker_legs.py`); before them, the
+  image's first build, its reuse, and one container's start are timed (`image`);
 - `vf04-builtin`: verifiers 0.4's built-in `openenv` taskset (a UV launch per rollout,
   the `null` chat harness on the local runtime). It fails on openenv-core 0.3.0 (it
   reads `client._base_url`), so it runs with `benchmarks/vf04_builtin_shim`; its chat
@@ -63,6 +68,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from docker_legs import (
+    containers_left,
+    docker_config,
+    image_figures,
+    run_label,
+    wordle_image_folder,
+)
 from simulator_start import measure_starts
 from simulator_start import report as simulator_report
 
@@ -87,7 +99,8 @@ class Figures:
     error_kinds: tuple[str, ...] = ()
     """Distinct error messages (their first 160 characters)."""
     leftovers: int = 0
-    """Env server processes still alive 5 s after the eval ended (then killed)."""
+    """Env server processes (or containers) still alive 5 s after the eval ended (then
+    killed)."""
 
 
 def free_port() -> int:
@@ -171,6 +184,7 @@ def run_eval(
     env: dict[str, str],
     config: str | None,
     command: list[str] | None = None,
+    container_label: str | None = None,
 ) -> Figures:
     workdir = Path(tempfile.mkdtemp(prefix=f"openenv-bench-{name}-"))
     if config is not None:
@@ -195,6 +209,7 @@ def run_eval(
     for pid in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
+    left_containers = containers_left(container_label) if container_label else 0
     records = [
         json.loads(line)
         for path in [
@@ -235,7 +250,7 @@ def run_eval(
         prompt_chars=statistics.mean(prompt_chars),
         peak_mb=peak,
         step_ms=statistics.mean(step_ms),
-        leftovers=len(leftovers),
+        leftovers=len(leftovers) + left_containers,
         error_kinds=tuple(
             sorted(
                 {
@@ -392,6 +407,32 @@ async def step_overhead(url: str, episodes: int) -> tuple[float, float, float]:
     return tuple(statistics.median(t) for t in (raw_times, ours_times, inner_times))
 
 
+DOCKER_LEGS = ("docker-shared", "docker-per-rollout")
+
+
+def run_docker_legs(
+    args: argparse.Namespace, policy: str, legs: list[str], figures: list[Figures]
+):
+    """Time the Wordle image's first build, its reuse and a container's start, then
+    run the Docker `legs` (their figures appended to `figures`)."""
+    common = ["-n", str(args.episodes), "-r", "1", "-c", str(args.concurrency)]
+    common += ["-m", "local-policy", "--client.base-url", policy]
+    common += ["--client.api-key-var", "LOCAL_POLICY_KEY"]
+    resets = ", ".join(f"{{ seed = {i} }}" for i in range(args.episodes))
+    with tempfile.TemporaryDirectory(prefix="openenv-bench-docker-") as parent:
+        folder = wordle_image_folder(Path(parent))
+        print("timing the Docker image build and a container's start ...", flush=True)
+        images = image_figures(folder)
+        for leg in legs:
+            print(f"running {leg} ...", flush=True)
+            run_id, label = run_label(leg)
+            env = {**os.environ, "LOCAL_POLICY_KEY": "local"}
+            env["OPENENV_V1_RUN_ID"] = run_id
+            config = docker_config(folder, resets, shared=leg == "docker-shared")
+            figures.append(run_eval(leg, common, env, config, container_label=label))
+    return images
+
+
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
@@ -432,6 +473,7 @@ def main() -> None:
     policy_cmd = [sys.executable, "-m", "openenv_v1.local_policy", "--mode", "solver"]
     policy = f"http://127.0.0.1:{port}/v1"
     figures: list[Figures] = []
+    images = None
     commands: dict[str, list[str]] = {}
     if wanted & {"vf04", "vf04-native", "vf04-builtin"}:
         print(f"syncing the verifiers 0.4 environment at {args.vf04_venv} ...")
@@ -450,15 +492,18 @@ def main() -> None:
                 print(f"running {name} ...", flush=True)
                 command = commands[line[0]] if line else None
                 figures.append(run_eval(name, eval_args, env, config, command))
+        docker_legs = [leg for leg in DOCKER_LEGS if leg in wanted]
+        if docker_legs or "image" in wanted:
+            images = run_docker_legs(args, policy, docker_legs, figures)
 
     header = (
-        f"{'variant':<13}{'wall s':>8}{'setup s':>9}{'user chars':>12}"
+        f"{'variant':<19}{'wall s':>8}{'setup s':>9}{'user chars':>12}"
         f"{'prompt chars':>14}{'ms/step':>9}{'peak MB':>9}{'errors':>8}{'left':>6}"
     )
     print("\n" + header)
     for f in figures:
         print(
-            f"{f.name:<13}{f.wall_s:>8.1f}{f.setup_s:>9.1f}{f.user_chars:>12.0f}"
+            f"{f.name:<19}{f.wall_s:>8.1f}{f.setup_s:>9.1f}{f.user_chars:>12.0f}"
             f"{f.prompt_chars:>14.0f}{f.step_ms:>9.0f}{f.peak_mb:>9.0f}"
             f"{f.errors:>4}/{f.rollouts}{f.leftovers:>6}"
         )
@@ -493,6 +538,18 @@ def main() -> None:
     if {"vf04", "vf04-builtin"} <= by_name.keys():
         vf04, builtin = by_name["vf04"], by_name["vf04-builtin"]
         print(f"vf04-builtin / vf04 wall: {ratio(builtin.wall_s, vf04.wall_s)}")
+    for leg in DOCKER_LEGS:
+        if {"ours", leg} <= by_name.keys():
+            print(
+                f"{leg} / ours wall: {ratio(by_name[leg].wall_s, by_name['ours'].wall_s)}"
+            )
+    if images is not None:
+        starts = ", ".join(f"{s:.1f}" for s in images.container_starts)
+        print(
+            f"\nDocker image {images.image}: first build {images.first_build_s:.1f} s, "
+            f"reused {images.reused_s:.2f} s; a container's start to ready "
+            f"{images.container_start_s:.1f} s (median of {starts})"
+        )
     if {"ours", "floor"} <= by_name.keys():
         print(
             f"ours / floor wall:      {ratio(by_name['ours'].wall_s, by_name['floor'].wall_s)}"

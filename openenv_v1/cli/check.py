@@ -93,6 +93,9 @@ class CheckReport:
     launch_s: float | None = None
     app: dict[str, Any] | None = None
     """For a UV launch: the app served, why it was chosen, candidates that failed."""
+    docker: dict[str, Any] | None = None
+    """For a Docker launch: the image (and where it came from), its build (built or
+    reused, seconds), the container (name, id, published binding, seconds to ready)."""
     health: str | None = None
     metadata: dict[str, Any] | None = None
     action: dict[str, Any] | None = None
@@ -105,7 +108,8 @@ class CheckReport:
     failure: Failure | None = None
     elapsed_s: float | None = None
     launched: Any = field(default=None, repr=False)
-    """The `SupervisedUVProvider` of a UV launch, while it runs (not reported)."""
+    """The launcher (`SupervisedUVProvider`, `DockerLaunch`) while it runs (not
+    reported)."""
 
     @property
     def ok(self) -> bool:
@@ -118,8 +122,14 @@ class CheckReport:
         )
 
     def record_launch(self, provider: Any) -> None:
-        """What a UV launch chose (a `SupervisedUVProvider`)."""
+        """What a launch chose: a UV launch's app (`SupervisedUVProvider`), a Docker
+        launch's image, build and container (`DockerLaunch`)."""
         self.launched = provider
+        from openenv_v1.core.docker_launch import DockerLaunch
+
+        if isinstance(provider, DockerLaunch):
+            self.docker = docker_summary(provider)
+            return
         choice = provider.app_choice
         self.app = {
             "app": choice.app if choice else None,
@@ -137,6 +147,26 @@ class CheckReport:
         data.pop("stage")
         data.pop("launched")
         return {"ok": self.ok, **data}
+
+
+def docker_summary(provider: Any) -> dict[str, Any]:
+    """A ready `DockerLaunch`'s image, build and container, as reported."""
+    image = provider.image
+    return {
+        "image": image.image if image else None,
+        "source": image.source if image else None,
+        "build": None
+        if image is None or image.reused is None
+        else ("reused" if image.reused else "built"),
+        "build_s": round(image.seconds, 2) if image else None,
+        "container": provider.container,
+        "container_id": provider.container_id,
+        "published": provider.published,
+        "container_port": provider.options.container_port,
+        "ready_s": None
+        if provider.start_seconds is None
+        else round(provider.start_seconds, 2),
+    }
 
 
 class StageFailed(Exception):

@@ -40,6 +40,26 @@ def _target_text(target: dict[str, Any]) -> str:
     return f"{target['env']} (UV launch from {where}, app {app})"
 
 
+def docker_lines(docker: dict[str, Any]) -> list[str]:
+    """The `image`, `build` and `container` lines of a Docker launch."""
+    lines = _row("image", f"{docker['image']}  ({docker['source']})")
+    if docker["build"] == "built":
+        build = f"built in {docker['build_s']}s"
+    elif docker["build"] == "reused":
+        build = f"reused (its files unchanged; {docker['build_s']}s to find)"
+    else:
+        build = f"none ({docker['source']}: run as it is)"
+    lines += _row("build", build)
+    short_id = (docker["container_id"] or "")[:12]
+    lines += _row(
+        "container",
+        f"{docker['container']} (id {short_id}), published "
+        f"{docker['published']} -> {docker['container_port']}/tcp, ready in "
+        f"{docker['ready_s']}s",
+    )
+    return lines
+
+
 def _field_line(spec: dict[str, Any]) -> str:
     required = " (required)" if spec["required"] else ""
     about = f"  {spec['description']}" if spec["description"] else ""
@@ -133,6 +153,8 @@ def render_report(report: CheckReport) -> str:
         if app["gradio_hidden"]:
             shown.append("  gradio hidden (the env does not declare it; --web-ui)")
         lines += _row("app", "\n".join(shown))
+    if report.docker:
+        lines += docker_lines(report.docker)
     if report.health:
         lines += _row("health", report.health)
     if report.server_url and report.stage not in ("launch", "connect", "health"):

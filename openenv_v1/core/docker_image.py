@@ -1,18 +1,19 @@
 """The image a Docker launch runs: a given one, or one built from the env's folder.
 
-`image_for(...)` picks, in order: `provider_kwargs.image` as given (a local or registry
+`DockerLaunch` picks, in order: `provider_kwargs.image` as given (a local or registry
 image); with a local `project_path`, an image built from that folder's own Dockerfile
 (`server/Dockerfile`, else `Dockerfile`); else the Hugging Face Space's image
 `registry.hf.space/<owner>-<name>:<tag>`.
 
-A folder is built as OpenEnv's `openenv build` builds a standalone env: the folder is
-the build context, with the build arguments `BUILD_MODE=standalone` and
-`ENV_NAME=<folder name without _env>`. BuildKit is on (env Dockerfiles use `RUN
---mount=type=cache`). The tag names a hash of the folder's files (and of the build
-arguments and the ids of the local images its stages start FROM),
-`openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base reuses its
-image and an edited one is rebuilt. A failed build raises `EnvFailure` naming the failing step
-and the tail of its output.
+A folder is built as OpenEnv's `openenv build` builds it: the folder is the build
+context (`docker_context`: the repo root instead for an in-repo env whose Dockerfile
+copies from it), with the build arguments `BUILD_MODE` (`standalone` or `in-repo`)
+and `ENV_NAME=<folder name without _env>`. BuildKit is on (env Dockerfiles use `RUN
+--mount=type=cache`). The tag names a hash of the context's files the image is made
+of (and of the build arguments and the ids of the local images its stages start
+FROM), `openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base
+reuses its image and an edited one is rebuilt. A failed build raises `EnvFailure`
+naming the failing step and the tail of its output.
 
     built = ensure_env_image("/path/to/maze_env")
     print(built.image, "reused" if built.reused else f"built in {built.seconds:.0f}s")
@@ -30,7 +31,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from openenv_v1.core.docker_context import build_context
 from openenv_v1.core.errors import EnvFailure
 
 DOCKER_VAR = "OPENENV_V1_DOCKER"
@@ -112,20 +115,36 @@ def _image_id(image: str) -> str:
     return ""
 
 
-def folder_hash(folder: Path, build_args: Mapping[str, str]) -> str:
-    """A hash of every file under `folder` (path, mode and bytes; caches and `.git`
-    left out) and of `build_args` (the build arguments and the ids of the base
-    images)."""
+def inputs_hash(
+    root: Path, inputs: tuple[str, ...], build_args: Mapping[str, str]
+) -> str:
+    """A hash of every file under the `inputs` paths of `root` (path, mode and bytes;
+    caches and `.git` left out; globs expanded) and of `build_args` (the build
+    arguments and the ids of the base images)."""
     digest = hashlib.sha256()
     for key in sorted(build_args):
         digest.update(f"arg {key}={build_args[key]}\0".encode())
-    for root, dirs, files in os.walk(folder):
+    for relative in inputs:
+        if inputs != (".",):  # a whole folder hashes as it always has
+            digest.update(f"input {relative}\0".encode())
+        if any(c in relative for c in "*?["):
+            paths = sorted(root.glob(relative))
+        else:
+            paths = [root / relative]
+        for path in paths:
+            _hash_tree(digest, root, path)
+    return digest.hexdigest()[:16]
+
+
+def _hash_tree(digest: Any, root: Path, top: Path) -> None:
+    walked = [(str(top.parent), [], [top.name])] if not top.is_dir() else os.walk(top)
+    for parent, dirs, files in walked:
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED)
         for name in sorted(files):
             if name.endswith(".pyc"):
                 continue
-            path = Path(root) / name
-            relative = path.relative_to(folder).as_posix()
+            path = Path(parent) / name
+            relative = path.relative_to(root).as_posix()
             with contextlib.suppress(OSError):
                 if path.is_symlink():
                     digest.update(f"link {relative} {os.readlink(path)}\0".encode())
@@ -133,12 +152,12 @@ def folder_hash(folder: Path, build_args: Mapping[str, str]) -> str:
                 mode = path.stat().st_mode & 0o111
                 digest.update(f"file {relative} {mode:o}\0".encode())
                 digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:16]
 
 
-def build_args_of(folder: Path) -> dict[str, str]:
-    """The build arguments `openenv build` passes for a standalone env folder."""
-    return {"BUILD_MODE": "standalone", "ENV_NAME": folder.name.replace("_env", "")}
+def build_args_of(folder: Path, mode: str = "standalone") -> dict[str, str]:
+    """The build arguments `openenv build` passes for an env folder built in `mode`
+    (`standalone` or `in-repo`)."""
+    return {"BUILD_MODE": mode, "ENV_NAME": folder.name.replace("_env", "")}
 
 
 def image_tag(folder: Path, digest: str) -> str:
@@ -159,16 +178,20 @@ def ensure_env_image(
             f"{folder} has no server/Dockerfile or Dockerfile to build an image from: "
             "add one, or set task.user.provider_kwargs.image to an existing image"
         )
-    build_args = build_args_of(folder)
+    context = build_context(folder, dockerfile, build_args_of(folder))
+    build_args = build_args_of(folder, context.mode)
     bases = {image: _image_id(image) for image in base_images(dockerfile, build_args)}
-    tag = image_tag(folder, folder_hash(folder, {**build_args, **bases}))
+    digest = inputs_hash(context.root, context.inputs, {**build_args, **bases})
+    tag = image_tag(folder, digest)
     source = f"built from {dockerfile}"
+    if context.mode == "in-repo":
+        source += f" (context {context.root}, as the Dockerfile copies from it)"
     with _build_lock(tag):
         if _image_exists(tag):
             return EnvImage(
                 tag, source, reused=True, seconds=time.monotonic() - started
             )
-        _build(folder, dockerfile, tag, build_args, timeout_s)
+        _build(context.root, dockerfile, tag, build_args, timeout_s)
     return EnvImage(tag, source, reused=False, seconds=time.monotonic() - started)
 
 
@@ -187,7 +210,7 @@ def _image_exists(image: str) -> bool:
 
 
 def _build(
-    folder: Path,
+    context: Path,
     dockerfile: Path,
     tag: str,
     build_args: Mapping[str, str],
@@ -197,7 +220,7 @@ def _build(
     argv += ["-f", str(dockerfile), "-t", tag, "--label", f"{INPUTS_LABEL}={tag}"]
     for key, value in build_args.items():
         argv += ["--build-arg", f"{key}={value}"]
-    argv.append(str(folder))
+    argv.append(str(context))
     try:
         result = subprocess.run(
             argv,

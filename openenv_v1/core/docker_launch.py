@@ -5,8 +5,9 @@ on every interface, with no limits, no labels, and a container nobody removes wh
 eval dies. `DockerLaunch` keeps the provider's shape (start a container, wait for
 `/health`, stop it) and:
 
-- runs the image `docker_image.image_for` picks: `image`, one built from the env
-  folder's Dockerfile, or the Space's;
+- runs the image it picks: `image`, one built from the env folder's Dockerfile
+  (`docker_image`; after a new build the env's older images go, `docker_prune`), or
+  the Space's;
 - publishes on `host` only (default 127.0.0.1), on a port Docker picks unless `port`
   is set;
 - applies limits for model-written code: `--security-opt no-new-privileges`, a pids
@@ -44,6 +45,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openenv_v1.core.docker_image import EnvImage, docker_cli, ensure_env_image
+from openenv_v1.core.docker_prune import prune_env_images
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.light_import import without_gradio
@@ -74,6 +76,9 @@ class DockerOptions(BaseModel):
     project_path: str | None = None
     """Local env folder whose `server/Dockerfile` (else `Dockerfile`) is built, as
     `openenv build` builds it, and reused while its files are unchanged."""
+    keep_images: int = Field(3, ge=1)
+    """Images of this env folder kept after a new one is built (older ones built by
+    openenv-v1 are removed, never one a running container uses)."""
     port: int | None = None
     """Host port to publish on; unset, Docker picks a free one."""
     host: str = "127.0.0.1"
@@ -124,6 +129,9 @@ class DockerLaunch(LocalDockerProvider):
         """The image run, and whether it was built or reused."""
         self.start_seconds: float | None = None
         """Seconds from `docker run` to a ready server."""
+        self.published: str | None = None
+        """The host address and port Docker published the server's port on, as
+        `docker port` reports it (e.g. `127.0.0.1:49153`)."""
         self.app_choice = None  # the image runs its own command
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
         self._base_url: str | None = None
@@ -139,6 +147,11 @@ class DockerLaunch(LocalDockerProvider):
     def container(self) -> str | None:
         """The container's name while it exists."""
         return self._container_name
+
+    @property
+    def container_id(self) -> str | None:
+        """The container's id once `docker run` returned, while it exists."""
+        return self._container_id
 
     def start(
         self,
@@ -161,7 +174,10 @@ class DockerLaunch(LocalDockerProvider):
                     "task.user.provider_kwargs.project_path to the env's folder (its "
                     "Dockerfile is built), or provider_kwargs.image to an image"
                 )
-            return ensure_env_image(options.project_path)
+            built = ensure_env_image(options.project_path)
+            if not built.reused:
+                prune_env_images(built.image.rpartition(":")[0], options.keep_images)
+            return built
         from openenv_v1.core.openenv_lines import hf_space_subdomain
 
         return EnvImage(
@@ -238,6 +254,7 @@ class DockerLaunch(LocalDockerProvider):
         for line in result.stdout.splitlines():
             address, _, port = line.strip().rpartition(":")
             if port.isdigit():
+                self.published = f"{address}:{port}"
                 return port
         state = self._state()
         if state is not None and not state.get("Running"):

@@ -100,8 +100,9 @@ async def open_env(
 ) -> Any:
     """A connected `GenericEnvClient` for `target`, closed (and its server stopped or
     handed back) by `stack`. Raises `EnvFailure` naming the cause when it cannot be
-    had. `on_launch` is given the `SupervisedUVProvider` of a UV launch of its own once
-    the server is ready (which app it serves, and why)."""
+    had. `on_launch` is given the launcher of a launch of its own once the server is
+    ready: a UV launch's `SupervisedUVProvider` (which app it serves, and why), a Docker
+    launch's `DockerLaunch` (its image, build and container)."""
     if target.base_url:
         return await _connect(target, target.base_url, stack, what="the OpenEnv server")
     if target.pool is not None or target.pool_url:
@@ -109,7 +110,7 @@ async def open_env(
     if not target.env:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
     if target.use_docker:
-        return await _open_docker(target, stack)
+        return await _open_docker(target, stack, on_launch)
     return await _open_uv(target, stack, on_launch)
 
 
@@ -197,7 +198,11 @@ async def _open_uv(
     return await _connect(target, url, stack, what=f"the launched {target.env} server")
 
 
-async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+async def _open_docker(
+    target: EnvTarget,
+    stack: contextlib.AsyncExitStack,
+    on_launch: Callable[[Any], None] | None,
+) -> Any:
     """Run a container for this episode alone (`docker_launch.DockerLaunch`: the
     `image`, one built from `project_path`, or the Space's). Its calls block (a build,
     `docker run`, the readiness wait), so they run off the event loop; on
@@ -219,6 +224,8 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
             target.secret_env.values(),
         )
         raise EnvFailure(f"cannot launch {target.env} with Docker: {message}") from None
+    if on_launch is not None:
+        on_launch(provider)
     return await _connect(target, url, stack, what=f"the {target.env} container")
 
 

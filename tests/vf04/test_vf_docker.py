@@ -1,21 +1,33 @@
 """verifiers 0.4: `vf-eval` with Docker on this host and a real engine, text and
 native tool calls, on an env built from its own Dockerfile: rollouts share one
-container, and it is gone when the eval ends."""
+container, and it is gone when the eval ends, also when the eval is stopped (SIGTERM)
+or killed (SIGKILL)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import time
 
 import pytest
 
 from openenv_v1.core.docker_reaper import RUN_LABEL
-from tests.real_docker import CODE_ENV, labelled, remove_labelled
-from tests.servers import model_flags, policy_server
-from tests.test_docker_eval import container_starts
-from tests.vf04.evals import run_vf_eval
+from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
+from tests.servers import eval_environ, model_flags, policy_server
+from tests.test_docker_eval import container_starts, wait_for_container
+from tests.vf04.evals import run_vf_eval, vf_eval_command
 from tests.vf04.test_vf_eval import assert_all_done
+
+CODE_ENV_IN_DOCKER = [
+    *("openenv-v1", "--env.taskset.env", "test/code_env"),
+    *("--env.taskset.use-docker", "true", "--env.taskset.provider-kwargs"),
+    json.dumps({"project_path": str(CODE_ENV)}),
+    *("--env.taskset.launch-timeout-s", "300"),
+]
+"""`vf-eval` flags running the code env's own image in a container on this host."""
 
 
 @pytest.mark.parametrize("tool_calls", ["text", "native"])
@@ -30,15 +42,7 @@ def test_vf_eval_runs_an_env_folder_in_one_shared_container(
         with policy_server("script", script=['{"code": "print(6 * 7)"}']) as policy:
             proc, episodes = run_vf_eval(
                 [
-                    "openenv-v1",
-                    "--env.taskset.env",
-                    "test/code_env",
-                    "--env.taskset.use-docker",
-                    "true",
-                    "--env.taskset.provider-kwargs",
-                    json.dumps({"project_path": str(CODE_ENV)}),
-                    "--env.taskset.launch-timeout-s",
-                    "300",
+                    *CODE_ENV_IN_DOCKER,
                     "--env.taskset.tool-calls",
                     tool_calls,
                     "-r",
@@ -56,3 +60,30 @@ def test_vf_eval_runs_an_env_folder_in_one_shared_container(
         assert labelled(label) == []
     finally:
         remove_labelled(label)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_a_signalled_vf_eval_leaves_no_container(real_docker, tmp_path, sig):
+    """The eval owns its containers: stopped (SIGTERM) it removes them, killed
+    (SIGKILL) its reaper does; either way they are gone within 30 s."""
+    run_id = f"test-vf04-docker-{sig.name}-{os.getpid()}"
+    label = f"{RUN_LABEL}={run_id}"
+    with policy_server("slow", delay=600) as policy:
+        eval_proc = subprocess.Popen(
+            vf_eval_command([*CODE_ENV_IN_DOCKER, *model_flags(policy)]),
+            cwd=tmp_path,
+            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            wait_for_container(label, eval_proc)
+            eval_proc.send_signal(sig)
+            eval_proc.wait(timeout=30)
+            took = wait_until_gone(label, timeout_s=30)
+            print(f"container gone {took:.1f}s after vf-eval got {sig.name}")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(eval_proc.pid, signal.SIGKILL)
+            remove_labelled(label)
