@@ -20,13 +20,14 @@ import httpx
 
 
 @functools.cache
-def _tls() -> ssl.SSLContext:
+def shared_tls() -> ssl.SSLContext:
+    """The process's TLS context (the default CA bundle), made once."""
     return httpx.create_ssl_context()
 
 
-def async_client(timeout: float | None) -> httpx.AsyncClient:
+def async_client(timeout: float | httpx.Timeout | None) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` with the process's shared TLS context."""
-    return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls())
+    return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=shared_tls())
 
 
-__all__ = ["async_client"]
+__all__ = ["async_client", "shared_tls"]

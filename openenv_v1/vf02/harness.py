@@ -227,7 +227,7 @@ async def _session(url: str, timeout_s: float) -> AsyncIterator[ClientSession]:
     from mcp.client.streamable_http import streamable_http_client
 
     async with (
-        httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0)) as http,
+        async_client(httpx.Timeout(timeout_s, connect=5.0)) as http,
         streamable_http_client(url, http_client=http, terminate_on_close=False) as (
             read,
             write,

@@ -33,6 +33,7 @@ from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.vf02.mcp_clients import share_tls_context
 from openenv_v1.vf02.null_harness import prepare_null_harness
 from openenv_v1.vf02.simulator_forks import SimulatorForks
 from openenv_v1.vf02.simulator_slots import (
@@ -142,6 +143,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         config.require_target()
         super().__init__(config)
         route_to_verifiers()
+        share_tls_context()  # verifiers opens an MCP client per user turn
         secret_env = config.forwarded_values()
         self.pool: ServerPool | None = None
         user = config.task.user
