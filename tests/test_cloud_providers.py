@@ -9,20 +9,18 @@ the install hints of missing SDKs, and credentials only by variable name.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import secrets
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
-from openenv_v1.core import EnvFailure, EnvTarget, open_env
+from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.cloud_launch import (
     CLOUD_PROVIDERS,
     cloud_launch_plan,
@@ -30,58 +28,20 @@ from openenv_v1.core.cloud_launch import (
     provider_class,
 )
 from openenv_v1.core.launchers import check_launcher
+from tests.cloud import (
+    SECRET_NAME,
+    STANDINS,
+    daytona_target,
+    play_one_step,
+    standin_servers,
+)
 from tests.servers import (
     BIN,
     eval_environ,
     policy_server,
-    processes_matching,
     read_traces,
     wordle_uv_eval_command,
 )
-
-STANDINS = Path(__file__).parent / "standins"
-SECRET_NAME = "OPENENV_V1_TEST_API_KEY"
-
-
-@pytest.fixture
-def standins(monkeypatch):
-    """The stand-in SDKs importable, and fresh (their records empty)."""
-    monkeypatch.syspath_prepend(str(STANDINS))
-    for name in list(sys.modules):
-        if name in ("daytona", "local_sandbox") or name.startswith("daytona."):
-            monkeypatch.delitem(sys.modules, name)
-    import daytona  # the stand-in
-
-    return daytona
-
-
-SERVER_MARK = "openenv-v1-standin-sandbox"  # local_sandbox.SERVER_MARK
-
-
-def standin_servers() -> list[tuple[int, str]]:
-    """Live servers of stand-in sandboxes (in any process)."""
-    return [
-        (pid, cmd)
-        for pid, cmd in processes_matching("-m uvicorn")
-        if SERVER_MARK in _environ(pid)
-    ]
-
-
-def _environ(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-async def play_one_step(target: EnvTarget) -> tuple[Any, Any]:
-    """A rollout's use of the env: open, reset, one step, close."""
-    async with contextlib.AsyncExitStack() as stack:
-        client = await open_env(target, stack)
-        first = await client.reset()
-        stepped = await client.step({"message": "[crane]"})
-    return first, stepped
-
 
 # --- which providers exist, and what a missing SDK says -----------------------------
 
@@ -170,16 +130,6 @@ def test_credentials_are_refused_as_options_naming_their_variable(standins):
 
 
 # --- Daytona: the real DaytonaProvider, the `daytona` SDK stood in for --------------
-
-
-def daytona_target(secret: str, **kwargs: Any) -> EnvTarget:
-    return EnvTarget(
-        env="local/wordle",
-        provider="daytona",
-        provider_kwargs={"image": "ghcr.io/org/wordle:1", "target": "us", **kwargs},
-        secret_env={SECRET_NAME: secret},
-        launch_timeout_s=60,
-    )
 
 
 def test_daytona_rollout_makes_exactly_these_calls_and_deletes_its_sandbox(

@@ -11,6 +11,8 @@ The flow of one episode, one module each:
     docker_launch.py  the Docker provider extension: loopback, limits, labels
     docker_image.py   the image a Docker launch runs (built from the env's folder)
     docker_reaper.py  no container outlives the process that started it
+    cloud_launch.py   OpenEnv's cloud sandbox providers (Daytona, Modal, ACA, HF,
+                   Novita) behind the launcher face
     process_group.py  a process group and a parent-death signal per child
     light_import.py   OpenEnv's client imported without gradio
     mcp_route.py   an MCP env's steps as the session's JSON-RPC, for openenv-core 0.2.2

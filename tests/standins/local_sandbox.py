@@ -5,7 +5,8 @@ runs unchanged.
 `LocalSandbox` answers the shell commands OpenEnv's providers send into a sandbox:
 the `openenv.yaml` lookups, the `nohup bash -c CMD ... &` server start (which starts
 a real local OpenEnv server: `OPENENV_V1_STANDIN_APP`, default the local Wordle app,
-served by uvicorn from this interpreter on 127.0.0.1, with the sandbox's environment),
+served by uvicorn on 127.0.0.1 from this interpreter or `OPENENV_V1_STANDIN_PYTHON`,
+with the sandbox's environment),
 and the `kill -0` liveness probe. With `tls`, the server speaks HTTPS (the providers
 that insist on https/wss URLs). `kill()` stops the server.
 
@@ -79,7 +80,8 @@ class LocalSandbox:
 
     def serve(self) -> None:
         """Start the sandbox's server (as its image's server command would)."""
-        cmd = [sys.executable, "-m", "uvicorn", APP, "--host", "127.0.0.1"]
+        python = os.environ.get("OPENENV_V1_STANDIN_PYTHON") or sys.executable
+        cmd = [python, "-m", "uvicorn", APP, "--host", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--log-level", "warning"]
         cmd += ["--timeout-graceful-shutdown", "1"]
         if self.tls:
