@@ -196,6 +196,21 @@ def test_daytona_failure_after_create_deletes_the_sandbox_and_hides_the_secret(
     assert all(s.killed for s in standins.SANDBOXES)
 
 
+def test_daytona_server_that_dies_fails_the_wait_and_deletes_the_sandbox(
+    standins, monkeypatch
+):
+    monkeypatch.setenv("OPENENV_V1_STANDIN_APP", "no_such_module:app")
+    with pytest.raises(EnvFailure) as info:
+        asyncio.run(play_one_step(daytona_target(f"sk-{secrets.token_hex(8)}")))
+    # DaytonaProvider's own liveness probe saw the server die.
+    assert "with Daytona: DaytonaProvider: RuntimeError: Server process died" in str(
+        info.value
+    )
+    (sandbox,) = standins.SANDBOXES
+    assert standins.CALLS[-1] == ["delete", f"sandbox-{sandbox.port}"]
+    assert sandbox.killed and standin_servers() == []
+
+
 def test_daytona_cancelled_mid_create_deletes_the_sandbox_once_made(
     standins, monkeypatch
 ):
@@ -205,7 +220,7 @@ def test_daytona_cancelled_mid_create_deletes_the_sandbox_once_made(
     monkeypatch.setattr(standins, "CREATE_GATE", gate)
 
     async def cancel_during_create() -> None:
-        task = asyncio.create_task(play_one_step(daytona_target("s")))
+        task = asyncio.create_task(play_one_step(daytona_target("sk-cancel")))
         while not any(c[0] == "create" for c in standins.CALLS):
             await asyncio.sleep(0.05)
         task.cancel()

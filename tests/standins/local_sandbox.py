@@ -25,7 +25,7 @@ import sys
 import threading
 from pathlib import Path
 
-APP = os.environ.get("OPENENV_V1_STANDIN_APP", "wordle_env.server.app:app")
+DEFAULT_APP = "wordle_env.server.app:app"
 OPENENV_YAML = "spec_version: 1\nname: wordle_env\napp: wordle_env.server.app:app\n"
 SERVER_MARK = "openenv-v1-standin-sandbox"
 
@@ -81,7 +81,8 @@ class LocalSandbox:
     def serve(self) -> None:
         """Start the sandbox's server (as its image's server command would)."""
         python = os.environ.get("OPENENV_V1_STANDIN_PYTHON") or sys.executable
-        cmd = [python, "-m", "uvicorn", APP, "--host", "127.0.0.1"]
+        app = os.environ.get("OPENENV_V1_STANDIN_APP") or DEFAULT_APP
+        cmd = [python, "-m", "uvicorn", app, "--host", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--log-level", "warning"]
         cmd += ["--timeout-graceful-shutdown", "1"]
         if self.tls:
