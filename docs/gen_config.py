@@ -22,6 +22,7 @@ import argparse
 import ast
 import inspect
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +238,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _expand(annotation: str, aliases: dict[str, str]) -> str:
+    """`annotation` with each alias in it (`ProviderName | None`) shown as its
+    values."""
+    return re.sub(r"\b\w+\b", lambda m: aliases.get(m.group(0), m.group(0)), annotation)
+
+
 def render_section(section: Section, root: Path, aliases: dict[str, str]) -> str:
     settings = [
         s
@@ -259,7 +266,7 @@ def render_section(section: Section, root: Path, aliases: dict[str, str]) -> str
         cells = [
             f"`{s.name}`",
             *(f"`{prefix}{flag}`" for _, prefix in section.flags),
-            f"`{_cell(aliases.get(s.type, s.type))}`",
+            f"`{_cell(_expand(s.type, aliases))}`",
             _cell(default),
             _cell(s.doc),
         ]

@@ -21,6 +21,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
 
+# `openenv_v1.core.launchers.ProviderName`, spelled out here so that `--help` does not
+# import openenv (a test checks the two agree).
+PROVIDER_CHOICES = (
+    "uv",
+    "docker",
+    "swarm",
+    "daytona",
+    "modal",
+    "aca",
+    "hf_sandbox",
+    "novita",
+)
+
 if TYPE_CHECKING:
     from openenv_v1.core.launch import EnvTarget
 
@@ -48,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="launch or connect to an env as a rollout does, and report what it found",
         description=(
-            "Launch (UV by default, Docker with --use-docker) or connect to (--base-url) "
+            "Launch (UV by default, Docker with --use-docker, or the --provider named) "
+            "or connect to (--base-url) "
             "an OpenEnv env exactly as a rollout does, then report its health, "
             "metadata, action schema or MCP tools, the first observation, one optional "
             "step, a seed check and its session capacity."
@@ -71,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         "declaring it",
     )
     check.add_argument("--use-docker", action="store_true", help="Docker provider")
+    check.add_argument(
+        "--provider",
+        choices=PROVIDER_CHOICES,
+        help="where the server runs, as the taskset's `provider` setting (default: "
+        "uv, or docker with --use-docker); its options go in --provider-kwargs",
+    )
     check.add_argument(
         "--provider-kwargs",
         type=_json_object("--provider-kwargs"),
@@ -238,6 +258,16 @@ def _target(args: argparse.Namespace) -> EnvTarget:
         _usage_error(
             "check", "--use-docker launches a server, --base-url connects to one"
         )
+    if args.base_url and args.provider:
+        _usage_error(
+            "check", "--provider launches a server, --base-url connects to one"
+        )
+    if args.use_docker and args.provider not in (None, "docker"):
+        _usage_error(
+            "check",
+            f"--use-docker runs the server with Docker, --provider {args.provider} "
+            "elsewhere: drop one",
+        )
     kwargs = dict(args.provider_kwargs)
     if args.project_path:
         kwargs["project_path"] = args.project_path
@@ -256,7 +286,8 @@ def _target(args: argparse.Namespace) -> EnvTarget:
     return EnvTarget(
         env=env,
         base_url=args.base_url,
-        use_docker=args.use_docker,
+        use_docker=args.use_docker or args.provider == "docker",
+        provider=args.provider,
         provider_kwargs=kwargs,
         launch_timeout_s=args.launch_timeout,
         web_ui=args.web_ui,

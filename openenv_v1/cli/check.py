@@ -49,6 +49,7 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
+from openenv_v1.core.launchers import launcher_label
 from openenv_v1.core.mcp_route import SessionRpcClient, route_mcp_steps
 from openenv_v1.core.schema import ActionSpec, fetch_action_spec, read_reset_params
 from openenv_v1.core.turns import Turn, TurnRenderer
@@ -153,6 +154,7 @@ def describe_target(target: EnvTarget) -> dict[str, Any]:
     return {
         "env": target.env,
         "use_docker": target.use_docker,
+        "provider": target.launcher,
         "provider_kwargs": kwargs,
         "launch_timeout_s": target.launch_timeout_s,
     }
@@ -287,8 +289,9 @@ async def _check(
 def _launch_line(target: EnvTarget) -> str:
     if target.base_url:
         return f"connecting to {target.base_url} ..."
-    if target.use_docker:
-        return f"launching {target.env} with Docker ..."
+    if target.launcher != "uv":
+        how = launcher_label(target.launcher)
+        return f"launching {target.env} with {how} (up to {target.launch_timeout_s:.0f}s) ..."
     where = target.provider_kwargs.get("project_path") or "its Space repo (git clone)"
     return (
         f"launching {target.env} with UV from {where} "

@@ -33,8 +33,10 @@ def _target_text(target: dict[str, Any]) -> str:
     if target.get("base_url"):
         return f"{target['base_url']} (a running server: connect only)"
     kwargs = target.get("provider_kwargs") or {}
-    if target.get("use_docker"):
-        return f"{target['env']} (Docker launch)"
+    provider = target.get("provider")
+    if provider not in (None, "uv"):
+        how = "Docker" if provider == "docker" else f"provider {provider}"
+        return f"{target['env']} ({how} launch)"
     where = kwargs.get("project_path") or "its Space repo"
     app = kwargs.get("app") or "chosen from the project's files"
     return f"{target['env']} (UV launch from {where}, app {app})"

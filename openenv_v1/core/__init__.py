@@ -6,7 +6,7 @@ The flow of one episode, one module each:
     launch.py      open_env: a shared server's session, a UV / Docker launch of one's
                    own, or a base_url connection, all owned by a stack
     pool.py        ServerPool: servers launched once and leased by many rollouts
-    launchers.py   launch_plan: the launcher of a target (UV, or Docker)
+    launchers.py   launch_plan: the launcher of a target (UV, Docker, or `provider`)
     uv_launch.py   the UV provider extension that owns its process tree
     docker_launch.py  the Docker provider extension: loopback, limits, labels
     docker_image.py   the image a Docker launch runs (built from the env's folder)

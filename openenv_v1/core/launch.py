@@ -7,7 +7,8 @@ Four ways, chosen by `EnvTarget`:
   servers), in this process or over its loopback endpoint, and open a session of
   one's own on it.
 - `env`: launch a server for this episode alone with OpenEnv's UV provider (extended
-  by `SupervisedUVProvider`), or a container with `use_docker` (`DockerLaunch`).
+  by `SupervisedUVProvider`), or with the launcher `provider` names (a container with
+  `use_docker`: `DockerLaunch`; see `launchers`).
 
 Everything opened is registered on the caller's `AsyncExitStack`, so closing the stack
 closes the WebSocket session and stops (or hands back) the server, on success, error
@@ -58,8 +59,9 @@ class EnvTarget:
     `base_url` connects to a running server and ignores everything else; `pool`
     (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
     another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
-    Hugging Face Space id) is launched for this episode with OpenEnv's UV provider, or
-    its Docker provider when `use_docker`. `provider_kwargs` are OpenEnv's launch
+    Hugging Face Space id) is launched for this episode by the launcher `launcher`
+    names: OpenEnv's UV provider by default, Docker with `use_docker`, or the
+    `provider` set (see `launchers.PROVIDERS`). `provider_kwargs` are that launcher's
     options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
     added to the launched server's environment and never shown.
     """
@@ -67,6 +69,9 @@ class EnvTarget:
     env: str | None = None
     base_url: str | None = None
     use_docker: bool = False
+    provider: str | None = None
+    """Where the server runs (`launchers.PROVIDERS`); None: `docker` with
+    `use_docker`, else `uv`."""
     provider_kwargs: Mapping[str, Any] = field(default_factory=dict)
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     pool_url: str | None = field(default=None, repr=False)
@@ -82,6 +87,12 @@ class EnvTarget:
     @property
     def label(self) -> str:
         return self.base_url or self.env or "<no env>"
+
+    @property
+    def launcher(self) -> str:
+        """The name of the launcher that runs `env`: `provider`, else `docker` with
+        `use_docker`, else `uv`."""
+        return self.provider or ("docker" if self.use_docker else "uv")
 
 
 def http_base(url: str) -> str:
@@ -108,8 +119,8 @@ async def open_env(
         return await _open_leased(target, stack)
     if not target.env:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
-    if target.use_docker:
-        return await _open_docker(target, stack)
+    if target.launcher != "uv":
+        return await _open_launched(target, stack)
     return await _open_uv(target, stack, on_launch)
 
 
@@ -197,15 +208,19 @@ async def _open_uv(
     return await _connect(target, url, stack, what=f"the launched {target.env} server")
 
 
-async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
-    """Run a container for this episode alone (`docker_launch.DockerLaunch`: the
-    `image`, one built from `project_path`, or the Space's). Its calls block (a build,
-    `docker run`, the readiness wait), so they run off the event loop; on
-    cancellation they are abandoned and the stack's `stop` removes the container
-    (a `docker run` still under way removes its own once it returns)."""
-    from openenv_v1.core.docker_launch import docker_launch_plan
+async def _open_launched(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
+    """Run a server for this episode alone with the launcher `target.launcher` names
+    (`launchers.launch_plan`: Docker's container, a Swarm service, a cloud sandbox).
+    Their calls block (a build, `docker run`, an SDK's requests, the readiness wait),
+    so they run off the event loop; on cancellation they are abandoned and the
+    stack's `stop` ends what was started (a start still under way ends its own once
+    it returns). A failure names the launcher, with secret values redacted."""
+    from openenv_v1.core.launchers import launch_plan, launcher_label
 
-    provider, start_args = docker_launch_plan(target)
+    try:
+        provider, start_args = launch_plan(target)
+    except Exception as e:
+        raise _redacted_failure(target, e) from None
     stack.push_async_callback(anyio.to_thread.run_sync, provider.stop)
     try:
         url = await anyio.to_thread.run_sync(
@@ -213,13 +228,20 @@ async def _open_docker(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
         )
         await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
     except Exception as e:
-        # Docker's own messages may quote a command line: keep secrets out.
-        message = _redact(
-            str(e) if isinstance(e, EnvFailure) else describe(e),
-            target.secret_env.values(),
-        )
-        raise EnvFailure(f"cannot launch {target.env} with Docker: {message}") from None
-    return await _connect(target, url, stack, what=f"the {target.env} container")
+        raise _redacted_failure(target, e) from None
+    how = launcher_label(target.launcher)
+    return await _connect(
+        target, url, stack, what=f"the {target.env} server launched with {how}"
+    )
+
+
+def _redacted_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
+    """The launch failure of `target`; launchers' messages may quote a command line
+    or an SDK's request, so secret values are replaced."""
+    from openenv_v1.core.launchers import launch_failure
+
+    failure = launch_failure(target, exc)
+    return EnvFailure(_redact(str(failure), target.secret_env.values()))
 
 
 def _redact(text: str, secrets: Iterable[str]) -> str:

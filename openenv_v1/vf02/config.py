@@ -18,6 +18,7 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.core.episode import ToolCalls
+from openenv_v1.core.launchers import ProviderName
 from openenv_v1.settings import EpisodeSettings
 
 
@@ -47,6 +48,14 @@ class OpenEnvConfig(vf.TasksetConfig):
     base_url: str | None = None
     """URL of a running OpenEnv server. Connect only: nothing is cloned or launched, and
     `env`, `use_docker` and provider settings are ignored."""
+    provider: ProviderName | None = None
+    """Where env servers run, with that place's options in
+    `task.user.provider_kwargs`: `uv` (OpenEnv's UV provider on this host), `docker`
+    (the same as `use_docker`), `swarm` (a Docker Swarm service), or a cloud sandbox
+    of OpenEnv's: `daytona`, `modal`, `aca` (Azure Container Apps), `hf_sandbox`,
+    `novita` (their SDK must be installed; see docs/providers.md). Unset: UV, or Docker
+    with `use_docker`. Servers of any provider are shared like UV ones
+    (`shared_servers`). Not with `base_url`."""
     use_docker: bool = False
     """Launch the env in a Docker container instead of with UV: the image in
     `provider_kwargs.image`, else one built from `provider_kwargs.project_path`'s
@@ -97,6 +106,7 @@ class OpenEnvConfig(vf.TasksetConfig):
                 "use_docker launches a server, but base_url connects to a running one: "
                 "drop --taskset.use-docker, or drop --taskset.base-url"
             )
+        self._check_provider()
         if self.docker_on_host:
             self._require_docker_on_host()
         elif self.use_docker:
@@ -112,6 +122,25 @@ class OpenEnvConfig(vf.TasksetConfig):
         if self.tool_calls == "native":
             self._require_local_user()
         return self
+
+    def _check_provider(self) -> None:
+        """`provider` agrees with `use_docker` and `base_url`; `docker` turns
+        `use_docker` on (one meaning, two spellings)."""
+        if self.provider is None:
+            return
+        if self.base_url:
+            raise ValueError(
+                f"provider {self.provider!r} launches servers, but base_url connects to "
+                "a running one: drop --taskset.provider, or drop --taskset.base-url"
+            )
+        if self.provider == "docker":
+            self.use_docker = True
+        elif self.use_docker:
+            raise ValueError(
+                f"use_docker runs servers with Docker, but provider is "
+                f"{self.provider!r}: drop --taskset.use-docker, or set "
+                "--taskset.provider docker"
+            )
 
     def _require_docker_on_host(self) -> None:
         from verifiers.v1.runtimes import runtime_is_local

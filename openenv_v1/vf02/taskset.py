@@ -27,8 +27,9 @@ from collections.abc import Iterator
 
 import verifiers.v1 as vf
 
-from openenv_v1.core import EnvTarget
+from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
+from openenv_v1.core.launchers import check_launcher
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
@@ -148,11 +149,17 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             env=config.env,
             base_url=config.base_url,
             use_docker=bool(config.use_docker),
+            provider=None if config.base_url else config.provider,
             provider_kwargs=user.provider_kwargs,
             secret_env=secret_env,
             launch_timeout_s=user.launch_timeout_s,
             web_ui=user.server_web_ui,
         )
+        # A launcher that cannot be used (its SDK missing) fails here, not per rollout.
+        try:
+            check_launcher(launch)
+        except EnvFailure as e:
+            raise ValueError(str(e)) from None
         # Here rather than in the rollouts: their logs are not kept by verifiers.
         warn_unknown_reset_kwargs(launch, config.resets)
         if config.shares_servers():
@@ -204,6 +211,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                     env=None if config.base_url else config.env,
                     base_url=config.base_url,
                     use_docker=bool(config.use_docker and not config.base_url),
+                    provider=None if config.base_url else config.provider,
                     reset=reset,
                     tool_calls=config.tool_calls,
                 ),

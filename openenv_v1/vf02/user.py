@@ -59,6 +59,8 @@ class OpenEnvData(vf.TaskData):
     """OpenEnv environment id to launch (None when connecting to `base_url`)."""
     base_url: str | None
     use_docker: bool
+    provider: str | None = None
+    """Where a launched server runs (`OpenEnvConfig.provider`); None: UV or Docker."""
     reset: dict[str, Any]
     """Keyword arguments for the env's `reset`."""
     tool_calls: ToolCalls = "text"
@@ -103,6 +105,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             env=task.env,
             base_url=task.base_url,
             use_docker=task.use_docker,
+            provider=task.provider,
             provider_kwargs=config.provider_kwargs,
             secret_env=config.secret_env,
             pool_url=None if task.base_url else config.pool_url,

@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.launch import PoolLeases
+from openenv_v1.core.launchers import ProviderName
 from openenv_v1.settings import EpisodeSettings
 
 
@@ -37,6 +38,13 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     base_url: str | None = None
     """URL of a running OpenEnv server. Connect only: nothing is cloned or launched,
     and `env`, `use_docker` and provider settings are ignored."""
+    provider: ProviderName | None = None
+    """Where env servers run, with that place's options in `provider_kwargs`: `uv`
+    (OpenEnv's UV provider on this host), `docker` (the same as `use_docker`), `swarm`
+    (a Docker Swarm service), or a cloud sandbox of OpenEnv's: `daytona`, `modal`,
+    `aca` (Azure Container Apps), `hf_sandbox`, `novita` (their SDK must be installed;
+    see docs/providers.md). Unset: UV, or Docker with `use_docker`. Servers of any
+    provider are shared like UV ones (`shared_servers`). Not with `base_url`."""
     use_docker: bool = False
     """Launch the env in a Docker container on this host instead of with UV: the
     image in `provider_kwargs.image`, else one built from
@@ -70,9 +78,30 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
                 "use_docker launches a server, but base_url connects to a running one: "
                 "drop --env.taskset.use-docker, or drop --env.taskset.base-url"
             )
+        self._check_provider()
         if not self.resets:
             raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
         return self
+
+    def _check_provider(self) -> None:
+        """`provider` agrees with `use_docker` and `base_url`; `docker` turns
+        `use_docker` on (one meaning, two spellings)."""
+        if self.provider is None:
+            return
+        if self.base_url:
+            raise ValueError(
+                f"provider {self.provider!r} launches servers, but base_url connects to "
+                "a running one: drop --env.taskset.provider, or drop "
+                "--env.taskset.base-url"
+            )
+        if self.provider == "docker":
+            self.use_docker = True
+        elif self.use_docker:
+            raise ValueError(
+                f"use_docker runs servers with Docker, but provider is "
+                f"{self.provider!r}: drop --env.taskset.use-docker, or set "
+                "--env.taskset.provider docker"
+            )
 
     def require_target(self) -> None:
         """Fail, naming the flags, when neither `env` nor `base_url` is set."""
@@ -107,6 +136,7 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
             env=None if self.base_url else self.env,
             base_url=self.base_url,
             use_docker=bool(self.use_docker and not self.base_url),
+            provider=None if self.base_url else self.provider,
             provider_kwargs=self.provider_kwargs,
             secret_env=self.forwarded_values() if not self.base_url else {},
             pool=None if self.base_url else pool,

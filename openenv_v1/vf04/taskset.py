@@ -16,6 +16,8 @@ from typing import Any
 import verifiers.v1 as vf
 
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launchers import check_launcher
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig
 
@@ -25,6 +27,8 @@ class OpenEnvData(vf.TaskData):
     """OpenEnv environment id to launch (None when connecting to `base_url`)."""
     base_url: str | None
     use_docker: bool
+    provider: str | None = None
+    """Where a launched server runs (`OpenEnvConfig.provider`); None: UV or Docker."""
     reset: dict[str, Any]
     """Keyword arguments for the env's `reset`."""
 
@@ -40,8 +44,14 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         config.require_target()
         super().__init__(config)
         route_to_verifiers()
+        target = config.target()
+        # A launcher that cannot be used (its SDK missing) fails here, not per rollout.
+        try:
+            check_launcher(target)
+        except EnvFailure as e:
+            raise ValueError(str(e)) from None
         # Checked once here, not per rollout: unknown reset keys only warn.
-        warn_unknown_reset_kwargs(config.target(), config.resets)
+        warn_unknown_reset_kwargs(target, config.resets)
 
     def load(self) -> Iterator[OpenEnvTask]:
         config = self.config
@@ -54,6 +64,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                     env=None if config.base_url else config.env,
                     base_url=config.base_url,
                     use_docker=bool(config.use_docker and not config.base_url),
+                    provider=None if config.base_url else config.provider,
                     reset=reset,
                 ),
                 config.task,
