@@ -424,19 +424,27 @@ class SwarmService(DockerSwarmProvider):
         logger.info("Swarm service %s scaled to %d tasks", self._service_name, replicas)
 
     def stop_container(self, grace_s: float | None = None) -> None:
-        """Remove the service, then its own network once its containers are gone
-        (Docker refuses before; waits up to the stop grace period and 20 s)."""
+        """Remove the service, wait (up to its stop grace period and 20 s) for its
+        containers on this node to go, then remove its own network (Docker refuses
+        while containers are attached; the owner's reaper retries)."""
         with self._lock:
             self._removed = True
-            target = self._service_id or self._service_name
+            service_id = self._service_id
+            target = service_id or self._service_name
             network, self._own_network = self._own_network, None
         if target is not None:
             self._docker("service", "rm", target, timeout=60)
-        if network is None:
-            return
         grace = self.options.stop_grace_s if grace_s is None else grace_s
         deadline = time.monotonic() + grace + 20.0
-        while self._docker("network", "rm", network).returncode != 0:
+        label = f"label=com.docker.swarm.service.id={service_id}"
+        while service_id is not None and time.monotonic() < deadline:
+            left = self._docker("ps", "-aq", "--filter", label)
+            if left.returncode != 0 or not left.stdout.strip():
+                break
+            time.sleep(0.3)
+        while network is not None:
+            if self._docker("network", "rm", network).returncode == 0:
+                return
             if time.monotonic() >= deadline:
                 logger.warning(
                     "Swarm network %s is still in use; its owner's reaper removes it",
