@@ -10,7 +10,8 @@ The flow of one episode, one module each:
     uv_launch.py   the UV provider extension that owns its process tree
     docker_launch.py  the Docker provider extension: loopback, limits, labels
     docker_image.py   the image a Docker launch runs (built from the env's folder)
-    docker_reaper.py  no container outlives the process that started it
+    swarm_launch.py   the Swarm provider extension: a service's tasks as servers
+    docker_reaper.py  no container, service or network outlives its owner
     process_group.py  a process group and a parent-death signal per child
     light_import.py   OpenEnv's client imported without gradio
     mcp_route.py   an MCP env's steps as the session's JSON-RPC, for openenv-core 0.2.2

@@ -6,7 +6,8 @@ each rollout paying for its own `uv run ... uvicorn` start. `ServerPool` lives i
 process that builds the taskset (the eval, or one env-server worker):
 
 - it launches the first server as soon as it is started, so the start-up overlaps
-  the framework's own;
+  the framework's own (or as many as the launcher's `servers_at_start` says: a Swarm
+  service's tasks in host mode, each a server);
 - rollouts lease a server: in the pool's own process through `local()` (verifiers
   0.4, where every episode runs in the eval or env-server process), or from other
   processes over a small loopback HTTP endpoint (`serve_http()`, `LEASE_PATH`; verifiers
