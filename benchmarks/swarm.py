@@ -17,8 +17,8 @@ With `--big K` (e.g. 256), the same legs run once more on verifiers 0.4 (`vf-eva
 `--vf04-venv`), K episodes all in flight at once.
 
 For each it prints the eval's wall time, mean setup (verifiers' `timing.setup`), time
-per env step, peak memory of the eval's process tree (the containers' own is not in
-it), errors, and what was left behind 5 s after the eval: UV server processes, or
+per env step (verifiers 0.2's traces only), peak memory of the eval's process tree
+(UV servers are in it, the containers are not), errors, and what was left behind 5 s after the eval: UV server processes, or
 Swarm services, containers and networks of the leg's run label.
 """
 
@@ -152,7 +152,8 @@ def main() -> None:
     for f, left in figures:
         print(
             f"{f.name:<16}{f.rollouts:>9}{f.wall_s:>8.1f}{f.setup_s:>9.1f}"
-            f"{f.step_ms:>9.0f}{f.peak_mb:>9.0f}{f.errors:>4}/{f.rollouts}{left:>6}"
+            f"{f'{f.step_ms:.0f}' if f.step_ms else '-':>9}{f.peak_mb:>9.0f}"
+            f"{f.errors:>4}/{f.rollouts}{left:>6}"
         )
     for f, _ in figures:
         for message in f.error_kinds:

@@ -79,6 +79,7 @@ def test_host_mode_tasks_are_servers_the_pool_spreads_sessions_over(mine):
     target = EnvTarget(**{**target.__dict__, "secret_env": {"SECRET": "s3cret"}})
     pool = ServerPool(target, max_servers=3)
     leased = EnvTarget(env=ENV, pool=pool.local())
+    assert pool.launched() == 2  # every task of the service, from the start
 
     async def one_session(barrier: asyncio.Barrier) -> tuple[str, str]:
         async with contextlib.AsyncExitStack() as stack:
