@@ -208,6 +208,26 @@ def test_a_task_that_exits_fails_the_launch_with_its_state_and_log(mine):
     wait_until_swarm_gone(mine, timeout_s=30)
 
 
+async def test_a_cancelled_launch_leaves_no_service(mine):
+    """Cancelled while its service starts, a launch leaves no service, container or
+    network (the stack's stop removes them; the abandoned start gives up)."""
+
+    async def launch() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            await open_env(swarm_target(publish="host", replicas=1), stack)
+            await asyncio.sleep(600)
+
+    task = asyncio.create_task(launch())
+    deadline = asyncio.get_running_loop().time() + 120
+    while not swarm_labelled(mine)["service"]:  # cancelled while its task starts
+        assert asyncio.get_running_loop().time() < deadline and not task.done()
+        await asyncio.sleep(0.05)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    wait_until_swarm_gone(mine, timeout_s=30)
+
+
 def test_an_inactive_swarm_fails_naming_the_command_that_starts_one(tmp_path):
     # A client with no daemon behind it: `docker info` fails, as on an engine
     # that is no swarm manager the state is not `active`.
