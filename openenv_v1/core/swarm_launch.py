@@ -140,7 +140,7 @@ class SwarmService(DockerSwarmProvider):
     OpenEnv's constructor runs `docker version` and `docker swarm init` (when Swarm is
     inactive) through `docker` on PATH; this one asks nothing up front, runs
     `docker_cli()`, and never initialises a swarm by itself: an inactive one fails
-    `create()` saying how to start one."""
+    the first `join()` saying how to start one."""
 
     def __init__(
         self,
@@ -223,12 +223,12 @@ class SwarmService(DockerSwarmProvider):
                 ingress = self.options.publish == "ingress"
                 taken = set() if ingress else {t for t in self._claims.values() if t}
                 for task in tasks.values():
-                    live = task.desired == "running" and task.state not in _ENDED
-                    if live and (task.port or ingress) and task.id not in taken:
+                    if _live(task) and (task.port or ingress) and task.id not in taken:
                         self._claims[replica] = task.id
                         return task
+            # Only failures: Swarm has nothing starting that could be claimed.
             failed = [t for t in tasks.values() if t.state in {"failed", "rejected"}]
-            if failed and not any(t.state == "running" for t in tasks.values()):
+            if failed and not any(_live(t) for t in tasks.values()):
                 raise EnvFailure(self.task_failure(failed[-1]))
             if time.monotonic() >= deadline:
                 raise EnvFailure(
@@ -636,7 +636,7 @@ class SwarmReplica:
         if self.task_id is None or self._stopped:
             return False
         task = self.service.task(self.task_id)
-        return task is None or (task.desired == "running" and task.state not in _ENDED)
+        return task is None or _live(task)
 
     def stop(self, grace_s: float | None = None) -> None:
         """Stop serving; the last replica of the service removes it and its network.
@@ -715,6 +715,11 @@ def _forget(key: str, service: SwarmService) -> None:
     with _services_lock:
         if _services.get(key) is service:
             del _services[key]
+
+
+def _live(task: _Task) -> bool:
+    """Swarm wants the task running and it has not ended (it may still start)."""
+    return task.desired == "running" and task.state not in _ENDED
 
 
 def _call(fn: Callable[[], Any]) -> Any:
