@@ -5,8 +5,9 @@ import pytest
 from tests.lifetime import bind_children_to_this_run
 from tests.servers import TEST_ENVS, WORDLE_APP, uvicorn_server
 
-# `real_docker`: a real Docker engine and the stand-in OpenEnv base image.
-pytest_plugins = ["tests.real_docker"]
+# `real_docker`: a real Docker engine and the stand-in OpenEnv base image; `cloud`:
+# the stand-in SDKs of OpenEnv's cloud providers.
+pytest_plugins = ["tests.real_docker", "tests.cloud"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,6 +12,8 @@ The flow of one episode, one module each:
     docker_image.py   the image a Docker launch runs (built from the env's folder)
     swarm_launch.py   the Swarm provider extension: a service's tasks as servers
     docker_reaper.py  no container, service or network outlives its owner
+    cloud_launch.py   OpenEnv's cloud sandbox providers (Daytona, Modal, ACA, HF,
+                   Novita) behind the launcher face
     process_group.py  a process group and a parent-death signal per child
     light_import.py   OpenEnv's client imported without gradio
     mcp_route.py   an MCP env's steps as the session's JSON-RPC, for openenv-core 0.2.2

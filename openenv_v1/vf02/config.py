@@ -69,8 +69,8 @@ class OpenEnvConfig(vf.TasksetConfig):
     shared_servers: bool = True
     """Launch `env` once per eval and let rollouts share it, each on its own session
     (more servers are launched while all are at their session limit). Applies to UV
-    launches and `docker_on_host` containers, with a local user simulator; off, each
-    rollout launches its own."""
+    launches, `docker_on_host` containers and the servers of other providers, with a
+    local user simulator; off, each rollout launches its own."""
     sessions_per_server: int | None = Field(None, ge=1)
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""

@@ -60,8 +60,8 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     harness (the default player harness)."""
     shared_servers: bool = True
     """Launch `env` once per eval and let rollouts share it, each on its own session
-    (more servers are launched while all are at their session limit). Applies to UV
-    and Docker launches; off, each rollout launches its own."""
+    (more servers are launched while all are at their session limit). Applies to
+    every provider (UV, Docker and the others); off, each rollout launches its own."""
     sessions_per_server: int | None = Field(None, ge=1)
     """Session limit of one shared server; unset, it is learned from the server's
     `CAPACITY_REACHED` answers."""

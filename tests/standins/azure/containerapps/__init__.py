@@ -1,0 +1,1 @@
+"""Stand-in namespace (see azure/containerapps/sandbox)."""
