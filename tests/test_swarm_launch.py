@@ -22,13 +22,21 @@ import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, open_env
 from openenv_v1.core.docker_image import EnvImage, ensure_env_image
-from openenv_v1.core.docker_reaper import OWNER_LABEL, RUN_LABEL, owner_token
+from openenv_v1.core.docker_reaper import (
+    MANAGED_LABEL,
+    OWNER_LABEL,
+    RUN_LABEL,
+    host_prefix,
+    owner_token,
+    sweep_orphans,
+)
 from openenv_v1.core.pool import ServerPool
 from openenv_v1.core.swarm_launch import (
     SwarmOptions,
     SwarmService,
     swarm_launch_plan,
 )
+from tests import docker_engine
 from tests.real_docker import (
     CODE_ENV,
     docker_json,
@@ -307,6 +315,37 @@ def test_no_service_outlives_its_owner_however_the_owner_ends(real_swarm, end):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+        remove_swarm_labelled(label)
+
+
+def test_a_reaper_sweeps_services_and_networks_whose_owner_is_gone(real_swarm):
+    """A reaper that was itself killed leaves its owner's things behind: the next
+    one sweeps services and networks (as containers) whose owner process is gone."""
+    gone = f"{host_prefix()}/999999999/1"  # no such pid on this host
+    run_id = f"test-swarm-orphans-{os.getpid()}"
+    labels = [f"{MANAGED_LABEL}=1", f"{OWNER_LABEL}={gone}", f"{RUN_LABEL}={run_id}"]
+    flags = [arg for label in labels for arg in ("--label", label)]
+    label = f"{RUN_LABEL}={run_id}"
+    try:
+        docker_engine.docker(
+            "network",
+            "create",
+            "--driver",
+            "overlay",
+            *flags,
+            f"orphan-net-{os.getpid()}",
+        )
+        docker_engine.docker(
+            *("service", "create", "--detach", "--quiet", "--replicas", "0"),
+            *flags,
+            *("--name", f"orphan-{os.getpid()}", "--no-resolve-image"),
+            ensure_env_image(CODE_ENV).image,
+        )
+        left = swarm_labelled(label)
+        assert (len(left["service"]), len(left["network"])) == (1, 1)
+        sweep_orphans(docker_engine.DOCKER)
+        assert swarm_labelled(label) == {"service": [], "container": [], "network": []}
+    finally:
         remove_swarm_labelled(label)
 
 
