@@ -11,6 +11,7 @@ stopped when the session ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -83,3 +84,60 @@ def remove_labelled(label: str) -> None:
         subprocess.run(
             [docker_engine.DOCKER, "rm", "-f", *ids], capture_output=True, check=False
         )
+
+
+@pytest.fixture
+def real_swarm(real_docker) -> str:
+    """The real engine as a swarm manager. A developer's engine that is no swarm is
+    left alone (the test is skipped, saying how to start one); under `CI=true` a
+    one-node swarm is initialised, since CI must run these tests."""
+    state = docker_engine.docker(
+        "info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}"
+    ).stdout.split()
+    if state != ["active", "true"]:
+        if os.environ.get("CI", "").lower() != "true":
+            pytest.skip(
+                f"Docker Swarm is not active here ({' '.join(state)}): run `docker "
+                "swarm init --advertise-addr 127.0.0.1` for a one-node swarm"
+            )
+        docker_engine.docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+    return real_docker
+
+
+def swarm_labelled(label: str) -> dict[str, list[str]]:
+    """Services, containers and networks carrying `label`, by kind (empty lists
+    when none is left)."""
+    found = {}
+    for kind, ls in (
+        ("service", ("service", "ls", "-q")),
+        ("container", ("ps", "-aq")),
+        ("network", ("network", "ls", "-q")),
+    ):
+        result = docker_engine.docker(*ls, "--filter", f"label={label}", check=False)
+        found[kind] = result.stdout.split()
+    return found
+
+
+def wait_until_swarm_gone(label: str, timeout_s: float = 30.0) -> float:
+    """Seconds until no service, container or network carries `label`; fails after
+    `timeout_s`, naming what is left."""
+    started = time.monotonic()
+    while any((left := swarm_labelled(label)).values()):
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(
+                f"still there {timeout_s:.0f}s later, labelled {label}: {left}"
+            )
+        time.sleep(0.3)
+    return time.monotonic() - started
+
+
+def remove_swarm_labelled(label: str) -> None:
+    """Clean up after a failed test."""
+    left = swarm_labelled(label)
+    for kind, rm in (("service", ("service", "rm")), ("container", ("rm", "-f"))):
+        if left[kind]:
+            docker_engine.docker(*rm, *left[kind], check=False)
+    if left["network"]:
+        with contextlib.suppress(AssertionError):
+            wait_until_swarm_gone(label, timeout_s=20)
+        docker_engine.docker("network", "rm", *left["network"], check=False)

@@ -74,7 +74,12 @@ class FakeDocker:
         if not self.log.exists():
             return []
         every = [json.loads(line) for line in self.log.read_text().splitlines()]
-        return [c for c in every if c[0] not in ("ps", "inspect", "logs")]
+        sweeps = (["service", "ls"], ["network", "ls"])  # the reaper's, for Swarm
+        return [
+            c
+            for c in every
+            if c[0] not in ("ps", "inspect", "logs") and c[:2] not in sweeps
+        ]
 
     def containers(self) -> list[dict]:
         if not self.state.exists():

@@ -10,7 +10,8 @@ The flow of one episode, one module each:
     uv_launch.py   the UV provider extension that owns its process tree
     docker_launch.py  the Docker provider extension: loopback, limits, labels
     docker_image.py   the image a Docker launch runs (built from the env's folder)
-    docker_reaper.py  no container outlives the process that started it
+    swarm_launch.py   the Swarm provider extension: a service's tasks as servers
+    docker_reaper.py  no container, service or network outlives its owner
     cloud_launch.py   OpenEnv's cloud sandbox providers (Daytona, Modal, ACA, HF,
                    Novita) behind the launcher face
     process_group.py  a process group and a parent-death signal per child

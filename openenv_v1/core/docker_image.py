@@ -195,6 +195,28 @@ def ensure_env_image(
     return EnvImage(tag, source, reused=False, seconds=time.monotonic() - started)
 
 
+def image_for(
+    env: str, image: str | None, project_path: str | None, tag: str = "latest"
+) -> EnvImage:
+    """The image a launch of `env` runs: `image` as given; else, for a local
+    `project_path`, the image built from its Dockerfile (`ensure_env_image`); else the
+    Space's image `registry.hf.space/<owner>-<name>:<tag>`. Raises `EnvFailure` for a
+    `project_path` that is not a folder."""
+    if image:
+        return EnvImage(image, "image setting")
+    if project_path and not project_path.startswith("git+"):
+        if not os.path.isdir(project_path):
+            raise EnvFailure(
+                f"project_path {project_path!r} is not a directory; set "
+                "task.user.provider_kwargs.project_path to the env's folder (its "
+                "Dockerfile is built), or provider_kwargs.image to an image"
+            )
+        return ensure_env_image(project_path)
+    from openenv_v1.core.openenv_lines import hf_space_subdomain
+
+    return EnvImage(f"registry.hf.space/{hf_space_subdomain(env)}:{tag}", "Space image")
+
+
 def _image_exists(image: str) -> bool:
     try:
         result = subprocess.run(

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openenv_v1.core.docker_image import EnvImage, docker_cli, ensure_env_image
+from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for
 from openenv_v1.core.docker_prune import prune_env_images
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
@@ -165,25 +165,10 @@ class DockerLaunch(LocalDockerProvider):
 
     def _image(self) -> EnvImage:
         options = self.options
-        if options.image:
-            return EnvImage(options.image, "image setting")
-        if options.project_path and not options.project_path.startswith("git+"):
-            if not os.path.isdir(options.project_path):
-                raise EnvFailure(
-                    f"project_path {options.project_path!r} is not a directory; set "
-                    "task.user.provider_kwargs.project_path to the env's folder (its "
-                    "Dockerfile is built), or provider_kwargs.image to an image"
-                )
-            built = ensure_env_image(options.project_path)
-            if not built.reused:
-                prune_env_images(built.image.rpartition(":")[0], options.keep_images)
-            return built
-        from openenv_v1.core.openenv_lines import hf_space_subdomain
-
-        return EnvImage(
-            f"registry.hf.space/{hf_space_subdomain(self.env)}:{options.tag}",
-            "Space image",
-        )
+        chosen = image_for(self.env, options.image, options.project_path, options.tag)
+        if chosen.reused is False:  # just built: the env's older images may go
+            prune_env_images(chosen.image.rpartition(":")[0], options.keep_images)
+        return chosen
 
     def start_container(
         self,

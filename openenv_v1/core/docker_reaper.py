@@ -1,18 +1,21 @@
-"""No container left behind: labels on every container, and a reaper per owner.
+"""No container left behind: labels on everything started, and a reaper per owner.
 
-The Docker daemon owns containers, so no signal reaches them when the process that
-started them dies: a SIGKILLed eval would leave them running. So every container this
-package starts carries labels (`owner_labels()`), and the first container a process
-starts also starts a small reaper process for it (`ensure_reaper()`, once per
-process). The reaper runs in a session of its own and holds the read end of a pipe
-whose write end only the owner holds; when the owner is gone (normal exit, error,
-SIGTERM, SIGKILL) the pipe reaches end-of-file and the reaper removes every container
-labelled with the owner's token (`docker rm -f`), then once more a few seconds later,
-for a `docker run` that was still under way.
+The Docker daemon owns containers (and Swarm services and networks), so no signal
+reaches them when the process that started them dies: a SIGKILLed eval would leave
+them running. So every container, Swarm service and network this package starts
+carries labels (`owner_labels()`), and the first one a process starts also starts a
+small reaper process for it (`ensure_reaper()`, once per process). The reaper runs in
+a session of its own and holds the read end of a pipe whose write end only the owner
+holds; when the owner is gone (normal exit, error, SIGTERM, SIGKILL) the pipe reaches
+end-of-file and the reaper removes everything labelled with the owner's token:
+services (`docker service rm`), containers (`docker rm -f`), then networks (`docker
+network rm`, which Docker refuses while a service's containers are still stopping),
+then the same again a few times over the next 20 s, for a `docker run` that was still
+under way and networks whose containers took a while to go.
 
-A reaper that is itself killed leaves its owner's containers behind; the next reaper
-started on this host sweeps them (`sweep_orphans()`): containers whose owner process,
-on this host and boot, no longer exists.
+A reaper that is itself killed leaves its owner's things behind; the next reaper
+started on this host sweeps them (`sweep_orphans()`): those whose owner process, on
+this host and boot, no longer exists.
 
 The reaper runs this file as a script with the standard library only (no package
 import), so starting one costs a bare interpreter.
@@ -42,8 +45,17 @@ ENV_LABEL = "org.openenv-v1.env"
 RUN_ID_VAR = "OPENENV_V1_RUN_ID"
 """Environment variable whose value becomes every container's run label (default: the
 owner token)."""
-# Sweeps after the owner is gone: at once, then for `docker run`s still under way.
-_SWEEP_DELAYS_S = (0.0, 3.0, 10.0)
+# Sweeps after the owner is gone: at once, then for `docker run`s still under way
+# and networks whose service's containers were still stopping.
+_SWEEP_DELAYS_S = (0.0, 3.0, 10.0, 20.0)
+# What a sweep removes, in this order, with the `docker` arguments that list and
+# remove each. A service goes before its containers (else Swarm replaces them) and
+# networks last (Docker refuses to remove one with containers attached).
+_KINDS = {
+    "service": (("service", "ls"), ("service", "rm")),
+    "container": (("ps", "-a"), ("rm", "-f")),
+    "network": (("network", "ls"), ("network", "rm")),
+}
 
 _lock = threading.Lock()
 # This process's reapers, one per Docker client and daemon address it has used:
@@ -126,9 +138,10 @@ def ensure_reaper(docker: str, token: str | None = None) -> None:
         _reapers[key] = (process, write_fd)
 
 
-def containers(docker: str, *filters: str) -> list[str]:
-    """Ids of containers (running or not) matching every `label=` filter."""
-    argv = [docker, "ps", "-aq"]
+def labelled(docker: str, kind: str, *filters: str) -> list[str]:
+    """Ids of `kind` (`container`, running or not; `service`; `network`) matching
+    every `label=` filter; [] where Docker cannot say (no swarm for services)."""
+    argv = [docker, *_KINDS[kind][0], "-q"]
     for label in filters:
         argv += ["--filter", f"label={label}"]
     try:
@@ -140,11 +153,16 @@ def containers(docker: str, *filters: str) -> list[str]:
     return result.stdout.split() if result.returncode == 0 else []
 
 
-def remove(docker: str, ids: list[str]) -> None:
+def containers(docker: str, *filters: str) -> list[str]:
+    """Ids of containers (running or not) matching every `label=` filter."""
+    return labelled(docker, "container", *filters)
+
+
+def remove(docker: str, ids: list[str], kind: str = "container") -> None:
     if ids:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(
-                [docker, "rm", "-f", *ids],
+                [docker, *_KINDS[kind][1], *ids],
                 capture_output=True,
                 timeout=60,
                 check=False,
@@ -152,25 +170,44 @@ def remove(docker: str, ids: list[str]) -> None:
 
 
 def sweep_owner(docker: str, token: str) -> None:
-    remove(docker, containers(docker, f"{OWNER_LABEL}={token}"))
+    for kind in _KINDS:
+        remove(docker, labelled(docker, kind, f"{OWNER_LABEL}={token}"), kind)
 
 
 def sweep_orphans(docker: str) -> None:
-    """Remove this package's containers whose owner process on this host is gone."""
-    argv = [docker, "ps", "-a", "--filter", f"label={MANAGED_LABEL}"]
-    argv += ["--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}']
+    """Remove this package's services, containers and networks whose owner process
+    on this host is gone."""
+    for kind in _KINDS:
+        orphans = []
+        for found, token in _owners(docker, kind):
+            if token and not owner_alive(token):
+                orphans.append(found)
+        remove(docker, orphans, kind)
+
+
+def _owners(docker: str, kind: str) -> list[tuple[str, str]]:
+    """(id, owner token) of this package's `kind`s (`docker service ls` has no
+    `.Label` in its format: services are inspected)."""
+    owner = f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}'
+    argv = [docker, *_KINDS[kind][0], "--filter", f"label={MANAGED_LABEL}"]
+    if kind == "service":
+        ids = labelled(docker, kind, MANAGED_LABEL)
+        if not ids:
+            return []
+        owner = f'{{{{.ID}}}} {{{{index .Spec.Labels "{OWNER_LABEL}"}}}}'
+        argv = [docker, "service", "inspect", *ids]
     try:
         result = subprocess.run(
-            argv, capture_output=True, text=True, timeout=30, check=False
+            [*argv, "--format", owner],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return
-    orphans = []
-    for line in result.stdout.splitlines():
-        container, _, token = line.partition(" ")
-        if token and not owner_alive(token):
-            orphans.append(container)
-    remove(docker, orphans)
+        return []
+    lines = result.stdout.splitlines() if result.returncode == 0 else []
+    return [tuple(line.partition(" ")[::2]) for line in lines]  # type: ignore[misc]
 
 
 def _reap(token: str, docker: str) -> None:

@@ -6,7 +6,8 @@ each rollout paying for its own `uv run ... uvicorn` start. `ServerPool` lives i
 process that builds the taskset (the eval, or one env-server worker):
 
 - it launches the first server as soon as it is started, so the start-up overlaps
-  the framework's own;
+  the framework's own (or as many as the launcher's `servers_at_start` says: a Swarm
+  service's tasks in host mode, each a server);
 - rollouts lease a server: in the pool's own process through `local()` (verifiers
   0.4, where every episode runs in the eval or env-server process), or from other
   processes over a small loopback HTTP endpoint (`serve_http()`, `LEASE_PATH`; verifiers
@@ -171,7 +172,14 @@ class ServerPool:
             if self._started:
                 return
             self._started = True
-            self._launch_locked()
+            first = self._launch_locked()
+            # A launcher may run several servers from the start (a Swarm service's
+            # tasks in host mode): each is a server of the pool.
+            for _ in range(getattr(first, "servers_at_start", 1) - 1):
+                if self._max_servers is not None:
+                    if len(self._servers) >= self._max_servers:
+                        break
+                self._launch_locked()
         atexit.register(self.close)
 
     def serve_http(self) -> str:
@@ -388,7 +396,8 @@ class ServerPool:
             with contextlib.suppress(RuntimeError):  # that loop is closed
                 loop.call_soon_threadsafe(_complete, changed)
 
-    def _launch_locked(self) -> None:
+    def _launch_locked(self) -> Any:
+        """Launch one more server in the background; returns its provider."""
         provider, start_args = launch_plan(self._target)
         provider.run_on_owner = self._on_owner
         server = _Server(provider, capacity=self._sessions_per_server)
@@ -399,6 +408,7 @@ class ServerPool:
             name="openenv-v1-ready",
             daemon=True,
         ).start()
+        return provider
 
     def _bring_up(self, server: _Server, start_args: dict[str, Any]) -> None:
         """Fork the server from the owner thread, then wait for `/health` here."""

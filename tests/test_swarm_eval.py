@@ -1,0 +1,93 @@
+"""verifiers 0.2 `eval` with `provider = "swarm"` on a real one-node swarm: the env
+built from its own Dockerfile runs as a service of two tasks published in host mode,
+rollouts spread over both, and the service, its containers and its network are gone
+when the eval ends, or within 30 s of it being SIGKILLed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+from openenv_v1.core.docker_reaper import RUN_LABEL
+from tests.real_docker import (
+    CODE_ENV,
+    remove_swarm_labelled,
+    swarm_labelled,
+    wait_until_swarm_gone,
+)
+from tests.servers import BIN, eval_environ, model_flags, policy_server, run_eval
+from tests.test_docker_eval import container_starts
+from tests.test_eval import NULL_HARNESS, assert_all_done
+
+CODE_ENV_ON_SWARM = [
+    *("openenv-v1", "--taskset.env", "test/code_env", "--taskset.provider", "swarm"),
+    "--taskset.task.user.provider-kwargs",
+    json.dumps(
+        {
+            "project_path": str(CODE_ENV),
+            "publish": "host",
+            "replicas": 2,
+            "env_vars": {"MAX_SESSIONS": "2"},
+        }
+    ),
+    *("--taskset.task.user.launch-timeout-s", "300"),
+]
+"""`eval` flags running the code env as a two-task Swarm service."""
+
+
+def test_eval_runs_its_env_as_a_swarm_service_spread_over_its_tasks(
+    real_swarm, tmp_path
+):
+    run_id = f"test-eval-swarm-{os.getpid()}"
+    label = f"{RUN_LABEL}={run_id}"
+    started = time.time()
+    try:
+        with policy_server("script", script=['{"code": "print(6 * 7)"}']) as policy:
+            proc, traces = run_eval(
+                [*CODE_ENV_ON_SWARM, "-r", "4", "-c", "4"]
+                + [*NULL_HARNESS, *model_flags(policy)],
+                tmp_path,
+                timeout=600,
+                env={"OPENENV_V1_RUN_ID": run_id},
+            )
+        assert_all_done(proc, traces, 4)
+        assert [t["rewards"]["openenv_reward"] for t in traces] == [1.0] * 4
+        # Two tasks (two sessions each) served the four rollouts at once, and the
+        # service, its containers and its network went with the eval.
+        assert container_starts(label, started) == 2
+        assert swarm_labelled(label) == {"service": [], "container": [], "network": []}
+    finally:
+        remove_swarm_labelled(label)
+
+
+def test_a_sigkilled_eval_leaves_no_service(real_swarm, tmp_path):
+    run_id = f"test-eval-swarm-kill-{os.getpid()}"
+    label = f"{RUN_LABEL}={run_id}"
+    with policy_server("slow", delay=600) as policy:
+        eval_proc = subprocess.Popen(
+            [str(BIN / "eval"), *CODE_ENV_ON_SWARM, *NULL_HARNESS]
+            + [*model_flags(policy), "--no-push"],
+            cwd=tmp_path,
+            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while len(swarm_labelled(label)["container"]) < 2:
+                assert eval_proc.poll() is None, "the eval ended early"
+                assert time.monotonic() < deadline, "no service started"
+                time.sleep(0.5)
+            eval_proc.kill()
+            eval_proc.wait(timeout=30)
+            took = wait_until_swarm_gone(label, timeout_s=30)
+            print(f"service gone {took:.1f}s after the eval was SIGKILLed")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(eval_proc.pid, signal.SIGKILL)
+            remove_swarm_labelled(label)
