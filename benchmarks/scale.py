@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -169,6 +170,8 @@ class Sampler:
         self.root, self.count, self.every_s = root, count, every_s
         self.samples: list[Sample] = []
         self.peak_main = self.peak_servers = 0.0
+        self.peak_simulators = 0
+        """verifiers 0.2 user simulators alive at once (their launchers)."""
         self.server_pids: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -192,6 +195,8 @@ class Sampler:
             main_rss = sum(table[p][2] for p in main) / 1e6
             servers_rss = sum(table[p][2] for p in server_trees) / 1e6
             self.peak_main = max(self.peak_main, main_rss)
+            simulators = sum("-m openenv_v1.vf02.user" in table[p][1] for p in main)
+            self.peak_simulators = max(self.peak_simulators, simulators)
             self.peak_servers = max(self.peak_servers, servers_rss)
             self.samples.append(
                 Sample(
@@ -350,7 +355,13 @@ def eval_leg(
     result = LegResult(leg, level, episodes, 0, wall, [])
     check_traces(traces, result)
     print(
-        f"  {leg} @ {level}: {len(result.actions)} episodes' replies kept", flush=True
+        f"  {leg} @ {level}: {len(result.actions)} episodes' replies kept"
+        + (
+            f", {sampler.peak_simulators} simulators alive at most"
+            if leg == "vf02"
+            else ""
+        ),
+        flush=True,
     )
     if proc.returncode != 0:
         tail = (workdir / "stderr.txt").read_text()[-600:]
@@ -389,7 +400,7 @@ def vf04_command(vf04_bin: Path, policy_url: str, level: int, episodes: int) -> 
 
 
 def vf02_command(
-    policy_url: str, level: int, episodes: int, config: Path, simulators: int | None
+    policy_url: str, level: int, episodes: int, config: Path, extra: list[str]
 ) -> list:
     config.write_text(
         '[taskset]\nid = "openenv-v1"\nenv = "local/wordle"\n'
@@ -400,7 +411,7 @@ def vf02_command(
     return [
         *(str(VF02_BIN / "eval"), "@", str(config)),
         *run_flags(policy_url, level, episodes),
-        *(["--taskset.max-simulators", str(simulators)] if simulators else []),
+        *extra,
         "--no-rich",
     ]
 
@@ -677,10 +688,9 @@ def main() -> None:
         help="episodes of the vf02 leg per level (default: as the others)",
     )
     parser.add_argument(
-        "--vf02-simulators",
-        type=int,
-        default=None,
-        help="the vf02 leg's --taskset.max-simulators (default: the taskset's)",
+        "--vf02-flags",
+        default="",
+        help="more flags for the vf02 leg's eval, e.g. '--taskset.max-simulators 512'",
     )
     parser.add_argument(
         "--vf04-venv", type=Path, default=Path(tempfile.gettempdir()) / "venv-vf04"
@@ -723,7 +733,7 @@ def main() -> None:
                     count = args.vf02_episodes or episodes
                     config = Path(tempfile.mkdtemp()) / "wordle.toml"
                     command = vf02_command(
-                        policy_url, level, count, config, args.vf02_simulators
+                        policy_url, level, count, config, shlex.split(args.vf02_flags)
                     )
                     result = eval_leg(
                         leg, command, level, count, "outputs/*/*/traces.jsonl"

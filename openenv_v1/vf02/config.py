@@ -83,13 +83,15 @@ class OpenEnvConfig(vf.TasksetConfig):
     twice the largest server's memory) free. An env without concurrent sessions gets
     a server per concurrent rollout, reused by later ones."""
     max_simulators: int | None = Field(None, ge=1)
-    """Most user simulators (one process per rollout, ~120 MB each) alive at once in
+    """Most user simulators (one process per rollout, ~100 MB each) alive at once in
     the process that runs the rollouts; rollouts past it wait for one to end. Unset:
-    16 per core, within half this machine's memory. Applies when the simulator runs
-    on this host. For more in flight, use verifiers 0.4 (no simulator process)."""
+    32 per core for forked simulators (16 per core for fresh ones), within half this
+    machine's memory. Applies when the simulator runs on this host. For more in
+    flight, use verifiers 0.4 (no simulator process)."""
     simulator_starts: int | None = Field(None, ge=1)
-    """Most user simulators starting at once (a start takes seconds of CPU, and
-    verifiers gives it 180 s to report its port). Unset: two per core."""
+    """Most user simulators starting at once (a start is CPU-bound, and verifiers
+    gives it 180 s to report its port). Unset: 8 per core for forked simulators
+    (~0.7 s of CPU each), two per core for fresh ones (~3 s)."""
     fork_simulators: bool = True
     """Start each user simulator as a fork of one process that has imported
     verifiers once (a fraction of a second of CPU per rollout instead of a few

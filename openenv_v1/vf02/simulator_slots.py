@@ -30,15 +30,23 @@ from typing import Protocol
 logger = logging.getLogger(__name__)
 
 ROLLOUT_MB = 170
-"""Memory one more rollout in flight takes on this host: its simulator (~120 MB
-resident once serving, `benchmarks/simulator_start.py`) and its share of the rest
-(the null harness's program, env server sessions). Measured as the growth of the
-eval's process tree from 32 to 64 rollouts in flight: 7.5 to 12.9 GB."""
+"""Memory one more rollout in flight takes on this host, at most: its simulator
+(~95 MB proportional set once serving as a fork, ~100 MB as a fresh interpreter,
+`benchmarks/simulator_start.py`) and its share of the rest (the null harness's
+program, env server sessions). Measured without forks as the growth of the eval's
+process tree from 32 to 64 rollouts in flight: 7.5 to 12.9 GB."""
 
-ROLLOUTS_PER_CORE = 16
-"""Simulators per core that held: on 2 cores, 32 in flight ended 32/32 ok; 64 ended
-48/64 (the null harness and `respond` calls timing out), with the machine also
-loaded by other work (load average 20-95), so this is on the safe side."""
+ROLLOUTS_PER_CORE = 32
+"""Simulators per core that held. Forked simulators (`simulator_forks`), on 2
+cores under a load average of 10-30 from other work: `-c 256` with 60 alive at
+most, and `-c 512`, ended 256/256 and 512/512. Fresh interpreters held 16 per core
+(64 ended 48/64), which `fork_simulators = false` still gets."""
+
+STARTS_PER_CORE = 8
+"""Simulator starts per core at once. A forked start is ~0.7 s of CPU: 2 per core
+ran `-c 256` at 1.3 episodes/s, 16 per core at 2.4, both all ok. A fresh
+interpreter's start is ~3 s of CPU, and verifiers gives it 180 s to report its
+port: those get 2 per core."""
 
 
 class _Trace(Protocol):
@@ -46,20 +54,23 @@ class _Trace(Protocol):
     is_completed: bool
 
 
-def default_alive() -> int:
-    """Simulators this machine holds at once: `ROLLOUTS_PER_CORE` per core, and no
-    more than half its memory at `ROLLOUT_MB` each."""
+def default_alive(forked: bool = True) -> int:
+    """Simulators this machine holds at once: `ROLLOUTS_PER_CORE` per core (half
+    that for fresh interpreters), and no more than half its memory at `ROLLOUT_MB`
+    each."""
     cores = os.cpu_count() or 1
+    per_core = ROLLOUTS_PER_CORE if forked else ROLLOUTS_PER_CORE // 2
     try:
         total_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
     except (ValueError, OSError):
         total_mb = 8192
-    return max(4, min(ROLLOUTS_PER_CORE * cores, total_mb // 2 // ROLLOUT_MB))
+    return max(4, min(per_core * cores, total_mb // 2 // ROLLOUT_MB))
 
 
-def default_starting() -> int:
-    """Simulator starts at once: two per core (a start is CPU-bound)."""
-    return max(2, 2 * (os.cpu_count() or 1))
+def default_starting(forked: bool = True) -> int:
+    """Simulator starts at once: `STARTS_PER_CORE` per core for forks, two per core
+    for fresh interpreters (a start is CPU-bound)."""
+    return max(2, (STARTS_PER_CORE if forked else 2) * (os.cpu_count() or 1))
 
 
 def queue_message(alive: int) -> str:

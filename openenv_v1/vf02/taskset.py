@@ -183,10 +183,11 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             self.forks = SimulatorForks.start()
             user = user.model_copy(update={"simulator_forks": self.forks.socket_path})
         self._task_config = config.task.model_copy(update={"user": user})
+        forked = self.forks is not None
         self.slots = (
             SimulatorSlots(
-                config.max_simulators or default_alive(),
-                config.simulator_starts or default_starting(),
+                config.max_simulators or default_alive(forked),
+                config.simulator_starts or default_starting(forked),
             )
             if config.gates_simulators()
             else None
