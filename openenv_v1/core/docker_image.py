@@ -57,6 +57,32 @@ def docker_cli() -> str:
     return os.environ.get(DOCKER_VAR) or "docker"
 
 
+def run_docker(
+    *args: str, timeout: float = 30.0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`docker <args>` with its output captured; a timeout is exit code 124 (with
+    the reason as stderr), a client that cannot run an `EnvFailure` naming it. `env`
+    is added to this process's environment (variables passed by name)."""
+    try:
+        return subprocess.run(
+            [docker_cli(), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **env} if env else None,
+        )
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(
+            args, 124, "", f"timed out after {timeout:.0f}s"
+        )
+    except OSError as e:
+        raise EnvFailure(
+            f"cannot run the Docker client {docker_cli()!r}: {e} (install Docker, "
+            "or point OPENENV_V1_DOCKER at its `docker`)"
+        ) from e
+
+
 @dataclass(frozen=True)
 class EnvImage:
     """The image a launch runs, and how it was had."""

@@ -33,18 +33,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import secrets
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for
+from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for, run_docker
 from openenv_v1.core.docker_prune import prune_env_images
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
@@ -59,8 +57,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 40
-# Options of a UV launch that mean nothing to an image with its own command.
-_UV_ONLY = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
+UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
+"""Options of a UV launch that mean nothing to an image with its own command."""
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 
 class DockerOptions(BaseModel):
@@ -197,7 +196,7 @@ class DockerLaunch(LocalDockerProvider):
                 raise EnvFailure("the Docker launch was stopped")
             self._container_name, self._image_name = name, image
         self._run_started = time.monotonic()
-        result = self._docker(*argv[1:], timeout=self.launch_timeout_s, env=env)
+        result = run_docker(*argv[1:], timeout=self.launch_timeout_s, env=env)
         if result.returncode != 0:
             raise EnvFailure(
                 f"`docker run ... {image}` failed (exit {result.returncode}): "
@@ -207,7 +206,7 @@ class DockerLaunch(LocalDockerProvider):
             self._container_id = result.stdout.strip()
             stopped = self._stopped
         if stopped:  # stop() ran while `docker run` was under way
-            self._docker("rm", "-f", result.stdout.strip(), timeout=60)
+            run_docker("rm", "-f", result.stdout.strip(), timeout=60)
             raise EnvFailure("the Docker launch was stopped")
         host_port = self._published_port()
         client_host = "127.0.0.1" if options.host in {"0.0.0.0", "::"} else options.host
@@ -233,7 +232,7 @@ class DockerLaunch(LocalDockerProvider):
         return argv
 
     def _published_port(self) -> str:
-        result = self._docker(
+        result = run_docker(
             "port", self._container_id or "", f"{self.options.container_port}/tcp"
         )
         for line in result.stdout.splitlines():
@@ -286,7 +285,7 @@ class DockerLaunch(LocalDockerProvider):
     def _state(self) -> dict[str, Any] | None:
         import json
 
-        result = self._docker(
+        result = run_docker(
             "inspect", "--format", "{{json .State}}", self._container_id or ""
         )
         if result.returncode != 0:
@@ -310,7 +309,7 @@ class DockerLaunch(LocalDockerProvider):
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         if self._container_id is None:
             return ""
-        result = self._docker("logs", "--tail", str(lines), self._container_id)
+        result = run_docker("logs", "--tail", str(lines), self._container_id)
         return (result.stdout + result.stderr).strip()
 
     def running(self) -> bool:
@@ -348,59 +347,48 @@ class DockerLaunch(LocalDockerProvider):
             return
         # A `docker run` that failed may have left the container created, unstarted.
         if started and grace_s > 0:
-            self._docker(
+            run_docker(
                 "stop", "-t", str(math.ceil(grace_s)), target, timeout=grace_s + 30
             )
-        self._docker("rm", "-f", target, timeout=60)
+        run_docker("rm", "-f", target, timeout=60)
 
     def stop_container(self) -> None:
         self.stop()
 
-    def _docker(
-        self, *args: str, timeout: float = 30.0, env: Mapping[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                [docker_cli(), *args],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                env={**os.environ, **env} if env else None,
-            )
-        except subprocess.TimeoutExpired:
-            return subprocess.CompletedProcess(
-                args, 124, "", f"timed out after {timeout:.0f}s"
-            )
-        except OSError as e:
-            raise EnvFailure(
-                f"cannot run the Docker client {docker_cli()!r}: {e} (install Docker, "
-                "or point OPENENV_V1_DOCKER at its `docker`)"
-            ) from e
-
 
 def docker_options(target: EnvTarget) -> DockerOptions:
-    """`provider_kwargs` read as `DockerOptions`; options of a UV launch are dropped
-    with a warning, anything else unknown is an error naming it."""
+    """`provider_kwargs` read as `DockerOptions` (see `read_image_options`)."""
+    return read_image_options(
+        DockerOptions, target, "Docker", "task.user.provider_kwargs"
+    )
+
+
+def read_image_options(
+    model: type[OptionsT], target: EnvTarget, launcher: str, where: str
+) -> OptionsT:
+    """`target.provider_kwargs` read as the options `model` of a launcher that runs
+    an image (Docker, Swarm): options of a UV launch are dropped with a warning,
+    anything else unknown or invalid is an `EnvFailure` naming it and the known ones."""
     kwargs = dict(target.provider_kwargs)
-    ignored = sorted(_UV_ONLY & kwargs.keys())
+    ignored = sorted(UV_ONLY_OPTIONS & kwargs.keys())
     if ignored:
         logger.warning(
-            "Docker launches ignore provider_kwargs %s (the image runs its own command)",
+            "%s launches ignore provider_kwargs %s (the image runs its own command)",
+            launcher,
             ", ".join(ignored),
         )
     for key in ignored:
         kwargs.pop(key)
     try:
-        return DockerOptions(**kwargs)
+        return model(**kwargs)
     except ValidationError as e:
         problems = "; ".join(
             f"{'.'.join(map(str, err['loc'])) or 'provider_kwargs'}: {err['msg']}"
             for err in e.errors()
         )
         raise EnvFailure(
-            f"bad Docker option in task.user.provider_kwargs: {problems} (known: "
-            f"{', '.join(DockerOptions.model_fields)})"
+            f"bad {launcher} option in {where}: {problems} (known: "
+            f"{', '.join(model.model_fields)})"
         ) from None
 
 

@@ -45,7 +45,6 @@ import logging
 import math
 import os
 import secrets
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -53,9 +52,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for
+from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for, run_docker
+from openenv_v1.core.docker_launch import read_image_options
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.light_import import without_gradio
@@ -69,8 +69,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 40
-# Options of a UV launch that mean nothing to an image with its own command.
-_UV_ONLY = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
 # Task states (Swarm's) of a task that is gone or will never run.
 _ENDED = {"complete", "shutdown", "failed", "rejected", "remove", "orphaned"}
 _STATE_MAX_AGE_S = 1.0
@@ -275,7 +273,7 @@ class SwarmService(DockerSwarmProvider):
         )
 
     def log_tail(self, task_id: str, lines: int = LOG_TAIL_LINES) -> str:
-        result = self._docker(
+        result = run_docker(
             "service", "logs", "--raw", "--tail", str(lines), task_id, timeout=15
         )
         return (result.stdout + result.stderr).strip()
@@ -283,7 +281,7 @@ class SwarmService(DockerSwarmProvider):
     # --- OpenEnv's provider methods, extended ---
 
     def _ensure_swarm_initialized(self) -> None:
-        result = self._docker("info", "--format", "{{.Swarm.LocalNodeState}}")
+        result = run_docker("info", "--format", "{{.Swarm.LocalNodeState}}")
         state = result.stdout.strip() or "unknown"
         if result.returncode != 0 or state != "active":
             raise EnvFailure(
@@ -299,7 +297,7 @@ class SwarmService(DockerSwarmProvider):
         argv = ["network", "create", "--driver", "overlay", "--attachable"]
         for key, value in labels.items():
             argv += ["--label", f"{key}={value}"]
-        result = self._docker(*argv, network)
+        result = run_docker(*argv, network)
         if result.returncode != 0:
             raise EnvFailure(
                 f"cannot create the overlay network {network} for the Swarm service: "
@@ -326,7 +324,7 @@ class SwarmService(DockerSwarmProvider):
             self._ensure_overlay_network(f"{self._service_name}-net")
         argv, env = self.create_args(self.image, env_vars)
         self._created = True
-        result = self._docker(*argv, timeout=self.launch_timeout_s, env=env)
+        result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
         if result.returncode != 0:
             raise EnvFailure(
                 f"`docker service create ... {self.image.image}` failed (exit "
@@ -389,7 +387,7 @@ class SwarmService(DockerSwarmProvider):
         return argv
 
     def _ingress_port(self) -> int:
-        result = self._docker(
+        result = run_docker(
             "service",
             "inspect",
             "--format",
@@ -406,7 +404,7 @@ class SwarmService(DockerSwarmProvider):
         )
 
     def _scale(self, replicas: int) -> None:
-        result = self._docker(
+        result = run_docker(
             "service",
             "update",
             "--detach",
@@ -433,17 +431,17 @@ class SwarmService(DockerSwarmProvider):
             target = service_id or self._service_name
             network, self._own_network = self._own_network, None
         if target is not None:
-            self._docker("service", "rm", target, timeout=60)
+            run_docker("service", "rm", target, timeout=60)
         grace = self.options.stop_grace_s if grace_s is None else grace_s
         deadline = time.monotonic() + grace + 20.0
         label = f"label=com.docker.swarm.service.id={service_id}"
         while service_id is not None and time.monotonic() < deadline:
-            left = self._docker("ps", "-aq", "--filter", label)
+            left = run_docker("ps", "-aq", "--filter", label)
             if left.returncode != 0 or not left.stdout.strip():
                 break
             time.sleep(0.3)
         while network is not None:
-            if self._docker("network", "rm", network).returncode == 0:
+            if run_docker("network", "rm", network).returncode == 0:
                 return
             if time.monotonic() >= deadline:
                 logger.warning(
@@ -471,11 +469,11 @@ class SwarmService(DockerSwarmProvider):
     def _read_tasks(self) -> dict[str, _Task]:
         if self._service_id is None:
             return {}
-        listed = self._docker("service", "ps", "--no-trunc", "-q", self._service_id)
+        listed = run_docker("service", "ps", "--no-trunc", "-q", self._service_id)
         ids = listed.stdout.split()
         if listed.returncode != 0 or not ids:
             return {}
-        result = self._docker("inspect", "--type", "task", *ids)
+        result = run_docker("inspect", "--type", "task", *ids)
         try:
             raw = json.loads(result.stdout or "[]")
         except ValueError:
@@ -504,7 +502,7 @@ class SwarmService(DockerSwarmProvider):
         container = (status.get("ContainerStatus") or {}).get("ContainerID")
         if not container or self.options.publish != "host":
             return None
-        result = self._docker(
+        result = run_docker(
             "inspect", "--format", "{{json .NetworkSettings.Ports}}", container
         )
         with contextlib.suppress(ValueError, TypeError, KeyError):
@@ -515,9 +513,7 @@ class SwarmService(DockerSwarmProvider):
 
     def _node_address(self, node: str) -> str:
         if node not in self._nodes:
-            result = self._docker(
-                "node", "inspect", "--format", "{{.Status.Addr}}", node
-            )
+            result = run_docker("node", "inspect", "--format", "{{.Status.Addr}}", node)
             address = result.stdout.strip()
             if result.returncode != 0 or not address or address == "0.0.0.0":
                 address = "127.0.0.1"
@@ -534,28 +530,6 @@ class SwarmService(DockerSwarmProvider):
             for t in tasks.values()
         ]
         return ", ".join(states) or "none yet"
-
-    def _docker(
-        self, *args: str, timeout: float = 30.0, env: Mapping[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                [docker_cli(), *args],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                env={**os.environ, **env} if env else None,
-            )
-        except subprocess.TimeoutExpired:
-            return subprocess.CompletedProcess(
-                args, 124, "", f"timed out after {timeout:.0f}s"
-            )
-        except OSError as e:
-            raise EnvFailure(
-                f"cannot run the Docker client {docker_cli()!r}: {e} (install Docker, "
-                "or point OPENENV_V1_DOCKER at its `docker`)"
-            ) from e
 
 
 class SwarmReplica:
@@ -654,28 +628,8 @@ class SwarmReplica:
 
 
 def swarm_options(target: EnvTarget) -> SwarmOptions:
-    """`provider_kwargs` read as `SwarmOptions`; options of a UV launch are dropped
-    with a warning, anything else unknown is an error naming it."""
-    kwargs = dict(target.provider_kwargs)
-    ignored = sorted(_UV_ONLY & kwargs.keys())
-    if ignored:
-        logger.warning(
-            "Swarm launches ignore provider_kwargs %s (the image runs its own command)",
-            ", ".join(ignored),
-        )
-    for key in ignored:
-        kwargs.pop(key)
-    try:
-        return SwarmOptions(**kwargs)
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'provider_kwargs'}: {err['msg']}"
-            for err in e.errors()
-        )
-        raise EnvFailure(
-            f"bad Swarm option in provider_kwargs: {problems} (known: "
-            f"{', '.join(SwarmOptions.model_fields)})"
-        ) from None
+    """`provider_kwargs` read as `SwarmOptions` (see `read_image_options`)."""
+    return read_image_options(SwarmOptions, target, "Swarm", "provider_kwargs")
 
 
 _services_lock = threading.Lock()
