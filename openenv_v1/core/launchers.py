@@ -57,6 +57,30 @@ PROVIDERS: dict[str, Launcher] = {
 assert set(PROVIDERS) == set(get_args(ProviderName))
 
 
+def settle_use_docker(
+    provider: str | None, *, use_docker: bool, base_url: str | None, flags: str
+) -> bool:
+    """The `use_docker` a config means, given its `provider` (`docker` turns it on:
+    one meaning, two spellings). Raises `ValueError` for a provider with `base_url`,
+    or `use_docker` with another provider, naming the flags under `flags` (the
+    config's prefix, e.g. `--taskset.`)."""
+    if provider is None:
+        return use_docker
+    if base_url:
+        raise ValueError(
+            f"provider {provider!r} launches servers, but base_url connects to a "
+            f"running one: drop {flags}provider, or drop {flags}base-url"
+        )
+    if provider == "docker":
+        return True
+    if use_docker:
+        raise ValueError(
+            f"use_docker runs servers with Docker, but provider is {provider!r}: "
+            f"drop {flags}use-docker, or set {flags}provider docker"
+        )
+    return False
+
+
 def launcher_label(name: str) -> str:
     """The launcher `name` as messages name it ("Docker", "Modal", ...)."""
     launcher = PROVIDERS.get(name)

@@ -84,24 +84,14 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
         return self
 
     def _check_provider(self) -> None:
-        """`provider` agrees with `use_docker` and `base_url`; `docker` turns
-        `use_docker` on (one meaning, two spellings)."""
-        if self.provider is None:
-            return
-        if self.base_url:
-            raise ValueError(
-                f"provider {self.provider!r} launches servers, but base_url connects to "
-                "a running one: drop --env.taskset.provider, or drop "
-                "--env.taskset.base-url"
-            )
-        if self.provider == "docker":
-            self.use_docker = True
-        elif self.use_docker:
-            raise ValueError(
-                f"use_docker runs servers with Docker, but provider is "
-                f"{self.provider!r}: drop --env.taskset.use-docker, or set "
-                "--env.taskset.provider docker"
-            )
+        from openenv_v1.core.launchers import settle_use_docker
+
+        self.use_docker = settle_use_docker(
+            self.provider,
+            use_docker=self.use_docker,
+            base_url=self.base_url,
+            flags="--env.taskset.",
+        )
 
     def require_target(self) -> None:
         """Fail, naming the flags, when neither `env` nor `base_url` is set."""
