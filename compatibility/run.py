@@ -30,7 +30,8 @@ OPENENV_V1_CACHE_DIR to choose). A first launch installs the env's dependencies:
 
 `--docker` runs each env in a container built from the env folder's own Dockerfile
 on this host's Docker engine instead (the image is tagged by a hash of the folder and
-reused on the next run).
+reused on the next run). `--provider swarm` (with `--provider-kwargs '{"publish":
+"host"}'`) runs the same images as a Swarm service.
 """
 
 from __future__ import annotations
@@ -532,12 +533,17 @@ def check_command(
     cmd += ["--launch-timeout", str(args.launch_timeout)]
     if spec.action is not None:
         cmd += ["--action", spec.action]
+    kwargs = dict(args.provider_kwargs)
     if env_vars := spec_env_vars(spec, env_dir):
-        cmd += ["--provider-kwargs", j({"env_vars": env_vars})]
+        kwargs["env_vars"] = env_vars
+    if kwargs:
+        cmd += ["--provider-kwargs", j(kwargs)]
     if web_ui:
         cmd.append("--web-ui")
     if args.docker:
         cmd.append("--use-docker")
+    if args.provider:
+        cmd += ["--provider", args.provider]
     return cmd
 
 
@@ -649,7 +655,7 @@ def eval_command(
     args: argparse.Namespace,
     web_ui: bool,
 ) -> list[str]:
-    kwargs: dict[str, Any] = {"project_path": str(env_dir)}
+    kwargs: dict[str, Any] = {"project_path": str(env_dir), **args.provider_kwargs}
     if env_vars := spec_env_vars(spec, env_dir):
         kwargs["env_vars"] = env_vars
     cmd = [str(BIN / "eval"), "openenv-v1", "--taskset.env", f"local/{env}"]
@@ -662,6 +668,8 @@ def eval_command(
         cmd += ["--taskset.task.user.server-web-ui", "true"]
     if args.docker:
         cmd += ["--taskset.use-docker", "true", "--taskset.docker-on-host", "true"]
+    if args.provider:
+        cmd += ["--taskset.provider", args.provider]
     cmd += ["--harness.id", "null", "-n", "1", "-r", "1"]
     cmd += ["--max-turns", str(spec.max_turns)]
     cmd += ["--no-push", "--no-rich", "-o", str(out_dir)]
@@ -880,6 +888,17 @@ def main(argv: list[str] | None = None) -> int:
         "on this host's Docker engine (`check --use-docker`, `eval --taskset.use-docker "
         "--taskset.docker-on-host`); needs the OpenEnv base image (in tests: "
         "`python3 -m tests.docker_engine up`)",
+    )
+    parser.add_argument(
+        "--provider",
+        help="where env servers run, as the taskset's `provider` (e.g. swarm on this "
+        "host's one-node swarm: `docker swarm init --advertise-addr 127.0.0.1`)",
+    )
+    parser.add_argument(
+        "--provider-kwargs",
+        type=json.loads,
+        default={},
+        help='more provider options as JSON, e.g. \'{"publish": "host", "replicas": 2}\'',
     )
     args = parser.parse_args(argv)
     envs_dir = args.envs_dir.resolve()

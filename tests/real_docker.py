@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core.docker_image import DOCKER_VAR
+from openenv_v1.core.docker_reaper import RUN_LABEL
 from tests import docker_engine
+from tests.servers import eval_environ
 
 CODE_ENV = Path(__file__).resolve().parent / "envs" / "docker" / "code_env"
 
@@ -141,3 +143,41 @@ def remove_swarm_labelled(label: str) -> None:
         with contextlib.suppress(AssertionError):
             wait_until_swarm_gone(label, timeout_s=20)
         docker_engine.docker("network", "rm", *left["network"], check=False)
+
+
+@contextlib.contextmanager
+def labelled_eval(
+    command: list[str], cwd: Path, run_id: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """An eval (`command`) in a session of its own, whose containers, services and
+    networks carry its run label: yields the process and that label
+    (`org.openenv-v1.run=<run_id>`). On exit its process group is killed and
+    whatever still carries the label is removed (a failed test's leftovers)."""
+    label = f"{RUN_LABEL}={run_id}"
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield proc, label
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait(30)
+        remove_swarm_labelled(label)
+
+
+def wait_for_containers(
+    label: str, owner: subprocess.Popen[bytes], count: int = 1, timeout_s: float = 300
+) -> list[str]:
+    """The containers carrying `label`, once there are `count` (`owner` must live)."""
+    deadline = time.monotonic() + timeout_s
+    while len(found := labelled(label)) < count:
+        assert owner.poll() is None, "the eval ended early"
+        assert time.monotonic() < deadline, f"{count} container(s) never started"
+        time.sleep(0.5)
+    return found

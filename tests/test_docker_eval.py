@@ -5,21 +5,25 @@ user simulator) is checked in test_docker.py and test_config.py."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from openenv_v1.core.docker_reaper import OWNER_LABEL, RUN_LABEL
 from tests import docker_engine
-from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
+from tests.real_docker import (
+    CODE_ENV,
+    labelled,
+    labelled_eval,
+    remove_labelled,
+    wait_for_containers,
+    wait_until_gone,
+)
 from tests.servers import (
     BIN,
-    eval_environ,
     model_flags,
     policy_server,
     run_eval,
@@ -93,57 +97,27 @@ def test_a_signalled_eval_leaves_no_container(real_docker, tmp_path, sig):
     """The eval owns the shared containers; killed outright, it cannot stop them, so
     its reaper does, within 30 s (stopped with SIGTERM, it stops them itself)."""
     run_id = f"test-eval-docker-{sig.name}-{os.getpid()}"
-    label = f"{RUN_LABEL}={run_id}"
     with policy_server("slow", delay=600) as policy:
-        eval_proc = subprocess.Popen(
-            [
-                str(BIN / "eval"),
-                *CODE_ENV_ON_HOST,
-                *NULL_HARNESS,
-                *model_flags(policy),
-                "--no-push",
-            ],
-            cwd=tmp_path,
-            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            wait_for_container(label, eval_proc)
+        command = [str(BIN / "eval"), *CODE_ENV_ON_HOST, *NULL_HARNESS]
+        command += [*model_flags(policy), "--no-push"]
+        with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
+            wait_for_containers(label, eval_proc)
             eval_proc.send_signal(sig)
             eval_proc.wait(timeout=30)
             took = wait_until_gone(label, timeout_s=30)
             print(f"container gone {took:.1f}s after the eval got {sig.name}")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(eval_proc.pid, signal.SIGKILL)
-            remove_labelled(label)
 
 
 def test_a_sigkilled_user_simulator_leaves_no_container(real_docker, tmp_path):
     """With one container per rollout, the rollout's user simulator owns it; killed
     outright while the eval goes on, its container is gone within 30 s."""
     run_id = f"test-eval-docker-simulator-{os.getpid()}"
-    label = f"{RUN_LABEL}={run_id}"
     with policy_server("slow", delay=600) as policy:
-        eval_proc = subprocess.Popen(
-            [
-                str(BIN / "eval"),
-                *CODE_ENV_ON_HOST,
-                *("--taskset.shared-servers", "false"),
-                *NULL_HARNESS,
-                *model_flags(policy),
-                "--no-push",
-            ],
-            cwd=tmp_path,
-            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            (container,) = wait_for_container(label, eval_proc)
+        command = [str(BIN / "eval"), *CODE_ENV_ON_HOST]
+        command += ["--taskset.shared-servers", "false", *NULL_HARNESS]
+        command += [*model_flags(policy), "--no-push"]
+        with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
+            (container,) = wait_for_containers(label, eval_proc)
             owner = docker_engine.docker(
                 "inspect",
                 "--format",
@@ -156,19 +130,3 @@ def test_a_sigkilled_user_simulator_leaves_no_container(real_docker, tmp_path):
             os.kill(pid, signal.SIGKILL)
             took = wait_until_gone(label, timeout_s=30)
             print(f"container gone {took:.1f}s after its user simulator was SIGKILLed")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(eval_proc.pid, signal.SIGKILL)
-            remove_labelled(label)
-
-
-def wait_for_container(
-    label: str, owner: subprocess.Popen, timeout_s: float = 300
-) -> list[str]:
-    """The containers carrying `label`, once there is one (`owner` must live)."""
-    deadline = time.monotonic() + timeout_s
-    while not (found := labelled(label)):
-        assert owner.poll() is None, "the eval ended early"
-        assert time.monotonic() < deadline, "no container started"
-        time.sleep(0.5)
-    return found

@@ -5,21 +5,20 @@ when the eval ends, or within 30 s of it being SIGKILLed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import time
 
 from openenv_v1.core.docker_reaper import RUN_LABEL
 from tests.real_docker import (
     CODE_ENV,
+    labelled_eval,
     remove_swarm_labelled,
     swarm_labelled,
+    wait_for_containers,
     wait_until_swarm_gone,
 )
-from tests.servers import BIN, eval_environ, model_flags, policy_server, run_eval
+from tests.servers import BIN, model_flags, policy_server, run_eval
 from tests.test_docker_eval import container_starts
 from tests.test_eval import NULL_HARNESS, assert_all_done
 
@@ -66,28 +65,12 @@ def test_eval_runs_its_env_as_a_swarm_service_spread_over_its_tasks(
 
 def test_a_sigkilled_eval_leaves_no_service(real_swarm, tmp_path):
     run_id = f"test-eval-swarm-kill-{os.getpid()}"
-    label = f"{RUN_LABEL}={run_id}"
     with policy_server("slow", delay=600) as policy:
-        eval_proc = subprocess.Popen(
-            [str(BIN / "eval"), *CODE_ENV_ON_SWARM, *NULL_HARNESS]
-            + [*model_flags(policy), "--no-push"],
-            cwd=tmp_path,
-            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            deadline = time.monotonic() + 300
-            while len(swarm_labelled(label)["container"]) < 2:
-                assert eval_proc.poll() is None, "the eval ended early"
-                assert time.monotonic() < deadline, "no service started"
-                time.sleep(0.5)
+        command = [str(BIN / "eval"), *CODE_ENV_ON_SWARM, *NULL_HARNESS]
+        command += [*model_flags(policy), "--no-push"]
+        with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
+            wait_for_containers(label, eval_proc, count=2)
             eval_proc.kill()
             eval_proc.wait(timeout=30)
             took = wait_until_swarm_gone(label, timeout_s=30)
             print(f"service gone {took:.1f}s after the eval was SIGKILLed")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(eval_proc.pid, signal.SIGKILL)
-            remove_swarm_labelled(label)

@@ -5,19 +5,24 @@ or killed (SIGKILL)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from openenv_v1.core.docker_reaper import RUN_LABEL
-from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
-from tests.servers import eval_environ, model_flags, policy_server
-from tests.test_docker_eval import container_starts, wait_for_container
+from tests.real_docker import (
+    CODE_ENV,
+    labelled,
+    labelled_eval,
+    remove_labelled,
+    wait_for_containers,
+    wait_until_gone,
+)
+from tests.servers import model_flags, policy_server
+from tests.test_docker_eval import container_starts
 from tests.vf04.evals import run_vf_eval, vf_eval_command
 from tests.vf04.test_vf_eval import assert_all_done
 
@@ -67,23 +72,11 @@ def test_a_signalled_vf_eval_leaves_no_container(real_docker, tmp_path, sig):
     """The eval owns its containers: stopped (SIGTERM) it removes them, killed
     (SIGKILL) its reaper does; either way they are gone within 30 s."""
     run_id = f"test-vf04-docker-{sig.name}-{os.getpid()}"
-    label = f"{RUN_LABEL}={run_id}"
     with policy_server("slow", delay=600) as policy:
-        eval_proc = subprocess.Popen(
-            vf_eval_command([*CODE_ENV_IN_DOCKER, *model_flags(policy)]),
-            cwd=tmp_path,
-            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            wait_for_container(label, eval_proc)
+        command = vf_eval_command([*CODE_ENV_IN_DOCKER, *model_flags(policy)])
+        with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
+            wait_for_containers(label, eval_proc)
             eval_proc.send_signal(sig)
             eval_proc.wait(timeout=30)
             took = wait_until_gone(label, timeout_s=30)
             print(f"container gone {took:.1f}s after vf-eval got {sig.name}")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(eval_proc.pid, signal.SIGKILL)
-            remove_labelled(label)
