@@ -99,7 +99,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
                 eval_proc.kill()
                 raise
         assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()
-        assert wait_until(lambda: user_simulators() == [], 20)
+        assert wait_until(lambda: user_simulators() == [], 20), user_simulators()
         assert wait_until(lambda: tool_servers() == [], 20)
 
 

@@ -213,3 +213,43 @@ def test_without_an_answering_fork_server_the_simulator_starts_itself(
         # What a forked simulator's launcher mirrors (the test above).
         os.killpg(sim.proc.pid, signal.SIGTERM)
         assert sim.proc.wait(STOP_GRACE_S + 5) == -signal.SIGTERM, sim.log()
+
+
+ORPHAN_OWNER = """
+    import os, subprocess, sys, time
+    launcher = subprocess.Popen([sys.executable, "-m", "openenv_v1.vf02.user"])
+    print(launcher.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_launcher_orphaned_while_it_waits_starts_no_simulator(tmp_path):
+    """The eval dies while a launcher waits for its fork: the launcher goes with it
+    (it must not start a simulator of its own that nothing would stop)."""
+    import socket
+
+    path = str(tmp_path / "forks.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)  # connections queue, no fork ever comes
+    config = OpenEnvUserConfig(simulator_forks=path).model_dump_json()
+    owner = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(ORPHAN_OWNER)],
+        env={**os.environ, "VF_CONFIG": config},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        launcher = int(owner.stdout.readline())
+        conn, _ = listener.accept()  # the launcher has asked
+        owner.kill()
+        owner.wait(5)
+        assert wait_until(lambda: not _alive(launcher), 5)
+        conn.close()  # a launcher still there would now start a simulator itself
+    finally:
+        owner.kill()
+        listener.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(launcher, signal.SIGKILL)

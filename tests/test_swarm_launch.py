@@ -277,6 +277,7 @@ OWNER_SCRIPT = textwrap.dedent(
         async with contextlib.AsyncExitStack() as stack:
             await open_env(target, stack)
             print("READY", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)  # the test has looked
             if sys.argv[2] == "error":
                 raise RuntimeError("the rollout failed")
             await asyncio.sleep(600)
@@ -296,17 +297,21 @@ def test_no_service_outlives_its_owner_however_the_owner_ends(real_swarm, end):
         [sys.executable, "-c", OWNER_SCRIPT, str(CODE_ENV), end],
         cwd=ROOT,
         env={**os.environ, "OPENENV_V1_RUN_ID": run_id},
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        assert owner.stdout is not None
+        assert owner.stdin is not None and owner.stdout is not None
         assert owner.stdout.readline().strip() == "READY", owner.stderr.read()
         left = swarm_labelled(label)
         assert (len(left["service"]), len(left["network"])) == (1, 1)
         assert len(left["container"]) == 2
-        if end != "error":
+        if end == "error":
+            owner.stdin.write("go\n")  # it raises now
+            owner.stdin.flush()
+        else:
             owner.send_signal(getattr(signal, end))
         owner.wait(timeout=60)
         took = wait_until_swarm_gone(label, timeout_s=30)

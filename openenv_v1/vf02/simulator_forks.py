@@ -11,8 +11,9 @@ simulator command then only asks it for a fork:
   socket from its config (`simulator_forks`), hands over its environment, working
   directory, arguments and standard streams, and waits. It forwards SIGTERM, SIGINT and
   SIGHUP to its fork (a fork left running past `STOP_GRACE_S` after that is killed),
-  and exits with the fork's exit code. With no fork server configured, or one that
-  does not answer within `ANSWER_TIMEOUT_S`, it runs the simulator itself, as before.
+  and exits with the fork's exit code. It dies with the eval (a parent-death
+  SIGTERM, passed on to its fork). With no fork server configured, or one that does
+  not answer within `ANSWER_TIMEOUT_S`, it runs the simulator itself, as before.
 - the **fork** takes over those streams, that environment and directory, and runs
   `OpenEnvUser.run()`. Its connection to the launcher is its lifeline: when the
   launcher is gone (SIGKILL included), it stops itself the same way. It also dies with
@@ -139,6 +140,13 @@ def run_forked() -> None:
     path = socket_from_config()
     if path is None:
         return
+    # Die with the eval from here on, as verifiers' own simulator does once it
+    # serves: a launcher orphaned while it waits must not go on to start a
+    # simulator itself (nothing would ever stop that one).
+    owner = os.getppid()
+    die_with_owner()
+    if os.getppid() != owner:
+        sys.exit(128 + signal.SIGTERM)
     try:
         conn, lines, pid = _ask_for_fork(path)
     except (OSError, ValueError) as e:
@@ -150,7 +158,6 @@ def run_forked() -> None:
         )
         return
     print(f"openenv-v1: simulator forked as pid {pid}", file=sys.stderr, flush=True)
-    die_with_owner()  # as verifiers' own simulator does: SIGTERM, relayed to the fork
     code = _relay(lines, pid)
     conn.close()
     sys.exit(code)
