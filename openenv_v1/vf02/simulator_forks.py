@@ -24,14 +24,15 @@ simulator command then only asks it for a fork:
 The socket lives in a directory only this user can open. Linux only (fork, passing
 file descriptors); elsewhere simulators start as before.
 
-    forks = SimulatorForks.start()          # in the taskset
+    forks = SimulatorForks.reserve()        # the taskset: a socket path
     user = user.model_copy(update={"simulator_forks": forks.socket_path})
-    ...
+    await forks.started()                   # each rollout's setup (starts it once)
     forks.close()
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import json
@@ -74,49 +75,75 @@ def supported() -> bool:
 
 @dataclass
 class SimulatorForks:
-    """The fork server of one process that runs rollouts, and its socket."""
+    """The fork server of one process that runs rollouts, and its socket. The
+    socket's path is chosen when the taskset is built (it goes into every
+    simulator's config); the server starts with the first rollout."""
 
     socket_path: str
-    _proc: subprocess.Popen[bytes] = field(repr=False)
     _dir: str = field(repr=False)
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def start(cls) -> SimulatorForks:
-        """Start the fork server; it imports in the background while the eval goes on
-        (launchers that come early queue on its socket). Stopped by `close()`, at
-        exit, or when this process dies."""
+    def reserve(cls) -> SimulatorForks:
+        """A socket path in a directory only this user can open; no process yet."""
         home = tempfile.mkdtemp(prefix="openenv-v1-forks-")
         if len(home) > 90:  # a unix socket path has room for ~107 bytes
             shutil.rmtree(home, ignore_errors=True)
             home = tempfile.mkdtemp(prefix="openenv-v1-forks-", dir="/tmp")
-        path = os.path.join(home, "forks.sock")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "openenv_v1.vf02.simulator_forks", path],
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its group holds the forks: close() ends them all
-        )
-        forks = cls(path, proc, home)
+        forks = cls(os.path.join(home, "forks.sock"), home)
         atexit.register(forks.close)
-        # It listens before its imports; a launcher that finds no socket at all
-        # would start its simulator itself.
-        deadline = time.monotonic() + BIND_TIMEOUT_S
-        while not os.path.exists(path) and proc.poll() is None:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
         return forks
+
+    @classmethod
+    def start(cls) -> SimulatorForks:
+        """`reserve()`, then the server started at once."""
+        forks = cls.reserve()
+        forks.ensure_started()
+        return forks
+
+    async def started(self) -> None:
+        """`ensure_started()` from a rollout's setup, off the event loop the first
+        time (a no-op afterwards)."""
+        if self._proc is None:
+            await asyncio.to_thread(self.ensure_started)
+
+    def ensure_started(self) -> None:
+        """Start the fork server (once; later calls return at once) and wait until
+        it listens (at most `BIND_TIMEOUT_S`); it imports in the background while
+        launchers queue on its socket. Stopped by `close()`, at exit, or when this
+        process dies."""
+        with self._lock:
+            if self._proc is not None:
+                return
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "openenv_v1.vf02.simulator_forks"]
+                + [self.socket_path],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its group holds the forks: close() ends all
+            )
+            # A launcher that finds no socket at all starts its simulator itself.
+            deadline = time.monotonic() + BIND_TIMEOUT_S
+            while not os.path.exists(self.socket_path) and proc.poll() is None:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+            self._proc = proc
 
     def close(self) -> None:
         """Stop the fork server and every fork still running; remove the socket."""
         atexit.unregister(self.close)
-        if self._proc.poll() is None:
-            signal_group(self._proc.pid, signal.SIGTERM)
-            try:
-                self._proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                signal_group(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
-        signal_group(self._proc.pid, signal.SIGKILL)  # forks the server left behind
+        with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            if proc is not None:
+                signal_group(proc.pid, signal.SIGKILL)  # forks the server left behind
         shutil.rmtree(self._dir, ignore_errors=True)
 
 

@@ -49,6 +49,8 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     user = OpenEnvUser
     slots: SimulatorSlots | None = None
     """The taskset's bound on simulators alive and starting (None: no bound)."""
+    forks: SimulatorForks | None = None
+    """The taskset's simulator fork server, started by the first rollout."""
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Runs before the harness's own setup, in the same runtime, and before
@@ -59,6 +61,8 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
             await prepare_null_harness(trace.agent.harness, runtime)
         if self.slots is not None:
             await self.slots.enter(trace)
+        if self.forks is not None:
+            await self.forks.started()
 
     @vf.stop
     async def openenv_done(self, trace: vf.Trace) -> bool:
@@ -138,7 +142,9 @@ def _publish(trace: vf.Trace) -> None:
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
     """One task per reset. When `config.shares_servers()`, building the taskset starts
     its `ServerPool`, so the first env server comes up while verifiers is still
-    starting; the pool's servers are stopped by `close()` or at process exit."""
+    starting; the pool's servers are stopped by `close()` or at process exit. With
+    simulators on this host it also picks the socket of its simulator fork server
+    (`simulator_forks`), which the first rollout starts."""
 
     def __init__(self, config: OpenEnvConfig) -> None:
         config.require_target()
@@ -180,7 +186,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             user = user.model_copy(update={"secret_env": secret_env})
         self.forks: SimulatorForks | None = None
         if config.fork_simulators and config.forks_simulators_here():
-            self.forks = SimulatorForks.start()
+            self.forks = SimulatorForks.reserve()
             user = user.model_copy(update={"simulator_forks": self.forks.socket_path})
         self._task_config = config.task.model_copy(update={"user": user})
         forked = self.forks is not None
@@ -228,4 +234,5 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                 self._task_config,
             )
             task.slots = self.slots
+            task.forks = self.forks
             yield task
