@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 from openenv_v1.core.docker_reaper import RUN_LABEL
@@ -74,3 +75,30 @@ def test_a_sigkilled_eval_leaves_no_service(real_swarm, tmp_path):
             eval_proc.wait(timeout=30)
             took = wait_until_swarm_gone(label, timeout_s=30)
             print(f"service gone {took:.1f}s after the eval was SIGKILLed")
+
+
+def test_check_runs_an_env_as_a_swarm_service(real_swarm):
+    """`openenv-v1 check --provider swarm`: the env's checks pass through a task of
+    its service, and nothing is left after it."""
+    run_id = f"test-check-swarm-{os.getpid()}"
+    label = f"{RUN_LABEL}={run_id}"
+    kwargs = {"publish": "host", "replicas": 1}
+    try:
+        done = subprocess.run(
+            [str(BIN / "openenv-v1"), "check", "test/code_env"]
+            + ["--provider", "swarm", "--project-path", str(CODE_ENV)]
+            + ["--provider-kwargs", json.dumps(kwargs), "--launch-timeout", "300"]
+            + ["--action", '{"code": "print(6 * 7)"}', "--json"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "OPENENV_V1_RUN_ID": run_id},
+        )
+        report = json.loads(done.stdout or "{}")
+        assert report.get("ok"), done.stdout + done.stderr
+        assert report["target"]["provider"] == "swarm"
+        assert report["step"]["observation"]["stdout"] == "42\n"
+        assert report["step"]["reward"] == 1.0
+        assert swarm_labelled(label) == {"service": [], "container": [], "network": []}
+    finally:
+        remove_swarm_labelled(label)

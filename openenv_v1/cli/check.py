@@ -124,12 +124,16 @@ class CheckReport:
 
     def record_launch(self, provider: Any) -> None:
         """What a launch chose: a UV launch's app (`SupervisedUVProvider`), a Docker
-        launch's image, build and container (`DockerLaunch`)."""
+        launch's image, build and container (`DockerLaunch`); other launchers (Swarm,
+        cloud sandboxes) report nothing more."""
         self.launched = provider
         from openenv_v1.core.docker_launch import DockerLaunch
+        from openenv_v1.core.uv_launch import SupervisedUVProvider
 
         if isinstance(provider, DockerLaunch):
             self.docker = docker_summary(provider)
+            return
+        if not isinstance(provider, SupervisedUVProvider):
             return
         choice = provider.app_choice
         self.app = {
