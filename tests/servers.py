@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
 WORDLE_APP = "wordle_env.server.app:app"
 TEST_ENVS = ROOT / "tests" / "envs"
+TEST_RUN_VAR = "OPENENV_V1_TEST_RUN"
+"""Set by each test run (its pytest controller's pid); its processes inherit it."""
 BIN = Path(sys.executable).parent
 
 COUNTER_SCRIPT = [
@@ -180,19 +182,26 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
 
 
 def _other_workers(proc: Path) -> bool:
-    """Whether the process is provably another pytest-xdist worker's: its environment
-    (inherited from the worker whose test started it) names another worker. A process
-    whose environment cannot be read or names no worker is counted as ours."""
-    ours = os.environ.get("PYTEST_XDIST_WORKER")
-    if ours is None:
+    """Whether the process is provably another test run's (two suites can run at once:
+    CI runs both verifiers lines' side by side) or another pytest-xdist worker's: its
+    environment (inherited from the test process that started it) names another run
+    or worker. A process whose environment cannot be read or names neither is counted
+    as ours."""
+    ours = {
+        name: os.environ[name]
+        for name in (TEST_RUN_VAR, "PYTEST_XDIST_WORKER")
+        if name in os.environ
+    }
+    if not ours:
         return False
     try:
         environ = (proc / "environ").read_bytes().split(b"\0")
     except OSError:
         return False
     for item in environ:
-        if item.startswith(b"PYTEST_XDIST_WORKER="):
-            return item.removeprefix(b"PYTEST_XDIST_WORKER=").decode() != ours
+        name, _, value = item.decode(errors="replace").partition("=")
+        if name in ours and value != ours[name]:
+            return True
     return False
 
 

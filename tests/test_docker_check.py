@@ -172,7 +172,11 @@ def at_step(label: str, check: subprocess.Popen, timeout_s: float = 600) -> None
     """Wait until the check's container runs the step's code (`docker top`)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        assert check.poll() is None, check.communicate()
+        if check.poll() is not None:
+            out, err = check.communicate()
+            pytest.fail(
+                f"the check ended (exit {check.returncode}) before its step:\n{out}{err}"
+            )
         assert time.monotonic() < deadline, "the check never reached its step"
         for container in labelled(label):
             top = docker_engine.docker("top", container, check=False).stdout

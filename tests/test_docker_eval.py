@@ -29,7 +29,7 @@ from tests.servers import (
     run_eval,
     user_simulators,
 )
-from tests.test_eval import NULL_HARNESS, assert_all_done
+from tests.test_eval import assert_all_done
 
 CODE_ENV_ON_HOST = [
     *("openenv-v1", "--taskset.env", "test/code_env"),
@@ -76,7 +76,6 @@ def test_eval_runs_an_env_folder_in_one_shared_container_on_this_host(
                     "3",
                     "-c",
                     "3",
-                    *NULL_HARNESS,
                     *model_flags(policy),
                 ],
                 tmp_path,
@@ -98,7 +97,7 @@ def test_a_signalled_eval_leaves_no_container(real_docker, tmp_path, sig):
     its reaper does, within 30 s (stopped with SIGTERM, it stops them itself)."""
     run_id = f"test-eval-docker-{sig.name}-{os.getpid()}"
     with policy_server("slow", delay=600) as policy:
-        command = [str(BIN / "eval"), *CODE_ENV_ON_HOST, *NULL_HARNESS]
+        command = [str(BIN / "eval"), *CODE_ENV_ON_HOST]
         command += [*model_flags(policy), "--no-push"]
         with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
             wait_for_containers(label, eval_proc)
@@ -114,7 +113,7 @@ def test_a_sigkilled_user_simulator_leaves_no_container(real_docker, tmp_path):
     run_id = f"test-eval-docker-simulator-{os.getpid()}"
     with policy_server("slow", delay=600) as policy:
         command = [str(BIN / "eval"), *CODE_ENV_ON_HOST]
-        command += ["--taskset.shared-servers", "false", *NULL_HARNESS]
+        command += ["--taskset.shared-servers", "false"]
         command += [*model_flags(policy), "--no-push"]
         with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
             (container,) = wait_for_containers(label, eval_proc)

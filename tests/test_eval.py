@@ -19,6 +19,7 @@ from tests.servers import (
 )
 
 NULL_HARNESS = ["--harness.id", "null"]
+"""verifiers' own harness for the model turns, instead of the package's default one."""
 
 
 def assert_all_done(proc, traces, count):
@@ -45,7 +46,6 @@ def test_flag_only_base_url_eval_runs_every_reset_and_rollout(wordle_url, tmp_pa
                 "2",
                 "-c",
                 "4",
-                *NULL_HARNESS,
                 *model_flags(policy),
             ],
             tmp_path,
@@ -59,6 +59,8 @@ def test_flag_only_base_url_eval_runs_every_reset_and_rollout(wordle_url, tmp_pa
 
 
 def test_reward_is_the_exact_sum_of_scripted_step_rewards(counter_url, tmp_path):
+    """Through verifiers' `null` harness (the other evals here use the package's
+    default harness)."""
     script = [
         '{"tool_name": "add", "arguments": {"n": 2}}',
         '{"tool_name": "peek"}',
@@ -92,7 +94,6 @@ def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
                 *wordle_uv_flags('[{"seed": 4}, {"seed": 5}]'),
                 "-c",
                 "2",
-                *NULL_HARNESS,
                 *model_flags(policy),
             ],
             tmp_path,
@@ -116,7 +117,6 @@ def test_wordle_wrapper_runs_against_a_base_url(wordle_url, tmp_path):
                 wordle_url,
                 "-n",
                 "2",
-                *NULL_HARNESS,
                 *model_flags(policy),
             ],
             tmp_path,
@@ -150,7 +150,6 @@ def test_base_url_launches_and_clones_nothing(wordle_url, tmp_path):
                 provider,
                 "-n",
                 "1",
-                *NULL_HARNESS,
                 *model_flags(policy),
             ],
             tmp_path,
@@ -187,8 +186,7 @@ def test_closed_port_ends_the_rollout_fast_with_the_cause(tmp_path):
     started = time.monotonic()
     with policy_server("solver") as policy:
         proc, traces = run_eval(
-            ["openenv-v1", "--taskset.base-url", closed, *NULL_HARNESS]
-            + model_flags(policy),
+            ["openenv-v1", "--taskset.base-url", closed] + model_flags(policy),
             tmp_path,
         )
     elapsed = time.monotonic() - started
@@ -208,7 +206,6 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
                 *wordle_uv_flags('[{"seed": 1}, {"seed": 2}]', "wordle_env.nope:app"),
                 "-c",
                 "2",
-                *NULL_HARNESS,
                 *model_flags(policy),
             ],
             tmp_path,
@@ -229,8 +226,7 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
 def test_misbehaving_policy_ends_cleanly_without_max_turns(mode, counter_url, tmp_path):
     with policy_server(mode) as policy:
         proc, traces = run_eval(
-            ["openenv-v1", "--taskset.base-url", counter_url, *NULL_HARNESS]
-            + model_flags(policy),
+            ["openenv-v1", "--taskset.base-url", counter_url] + model_flags(policy),
             tmp_path,
         )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -88,7 +88,6 @@ from tests.servers import (
 )
 
 FAULTY_DIR = TEST_ENVS / "faulty"
-NULL_HARNESS = ["--harness.id", "null"]
 
 
 def start_faulty(port: int, max_sessions: int) -> subprocess.Popen:
@@ -381,7 +380,6 @@ def test_capacity_one_serves_concurrent_rollouts_in_turn(single_session_url, tmp
                     "2",
                     "--taskset.task.user.capacity-wait-s",
                     "90",
-                    *NULL_HARNESS,
                     *model_flags(policy),
                 ],
                 tmp_path,
@@ -524,7 +522,7 @@ def test_server_killed_mid_step_keeps_reward_and_steps_on_the_trace(tmp_path):
     with faulty_server() as (url, server), policy_server("script", script=script) as p:
         started = time.monotonic()
         proc, traces = run_eval(
-            ["openenv-v1", "--taskset.base-url", url, *NULL_HARNESS, *model_flags(p)],
+            ["openenv-v1", "--taskset.base-url", url, *model_flags(p)],
             tmp_path,
         )
         elapsed = time.monotonic() - started

@@ -54,8 +54,7 @@ from tests.servers import (
 )
 def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
     """With native tool calling the eval also runs its one tool server
-    (`openenv_v1.vf02.tools`), which must go too (here with the `null` harness, whose
-    program the native tasks prepare)."""
+    (`openenv_v1.vf02.tools`), which must go too."""
     assert wordle_uv_servers() == []
     modes = ["--taskset.tool-calls", "native"]
     # A slow policy keeps the episodes in flight while the eval is signalled.
@@ -111,7 +110,9 @@ def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
     rollout (about 10 s here) and past the eval."""
     assert wordle_uv_servers() == []
     lifetimes: dict[int, list[float]] = {}  # uvicorn pid of each server -> first, last
-    with policy_server("slow", delay=20) as policy:
+    # Each model reply takes longer than the rollout may (8 s > 5 s); the eval still
+    # waits out the last one before it exits.
+    with policy_server("slow", delay=8) as policy:
         eval_proc = subprocess.Popen(
             wordle_uv_eval_command(
                 policy,

@@ -40,7 +40,7 @@ def test_rollouts_past_the_simulator_bound_wait_their_turn_and_all_end_ok(
                 *("openenv-v1", "--taskset.base-url", wordle_url),
                 *("--taskset.resets", f"[{resets}]", "-c", "4"),
                 *("--taskset.max-simulators", "2", "--taskset.simulator-starts", "1"),
-                *("--harness.id", "null", *model_flags(policy)),
+                *model_flags(policy),
                 *("--no-push", "--no-rich"),
             ],
             cwd=tmp_path,

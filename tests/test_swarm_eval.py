@@ -21,7 +21,7 @@ from tests.real_docker import (
 )
 from tests.servers import BIN, model_flags, policy_server, run_eval
 from tests.test_docker_eval import container_starts
-from tests.test_eval import NULL_HARNESS, assert_all_done
+from tests.test_eval import assert_all_done
 
 CODE_ENV_ON_SWARM = [
     *("openenv-v1", "--taskset.env", "test/code_env", "--taskset.provider", "swarm"),
@@ -48,8 +48,7 @@ def test_eval_runs_its_env_as_a_swarm_service_spread_over_its_tasks(
     try:
         with policy_server("script", script=['{"code": "print(6 * 7)"}']) as policy:
             proc, traces = run_eval(
-                [*CODE_ENV_ON_SWARM, "-r", "4", "-c", "4"]
-                + [*NULL_HARNESS, *model_flags(policy)],
+                [*CODE_ENV_ON_SWARM, "-r", "4", "-c", "4"] + model_flags(policy),
                 tmp_path,
                 timeout=600,
                 env={"OPENENV_V1_RUN_ID": run_id},
@@ -67,7 +66,7 @@ def test_eval_runs_its_env_as_a_swarm_service_spread_over_its_tasks(
 def test_a_sigkilled_eval_leaves_no_service(real_swarm, tmp_path):
     run_id = f"test-eval-swarm-kill-{os.getpid()}"
     with policy_server("slow", delay=600) as policy:
-        command = [str(BIN / "eval"), *CODE_ENV_ON_SWARM, *NULL_HARNESS]
+        command = [str(BIN / "eval"), *CODE_ENV_ON_SWARM]
         command += [*model_flags(policy), "--no-push"]
         with labelled_eval(command, tmp_path, run_id) as (eval_proc, label):
             wait_for_containers(label, eval_proc, count=2)
