@@ -202,6 +202,24 @@ def test_the_fork_server_and_its_forks_end_with_a_killed_owner(wordle_url, tmp_p
         owner.wait(5)
 
 
+def test_a_fork_server_whose_owner_died_before_it_started_never_serves(tmp_path):
+    """The owner (the pid on its command line) was SIGKILLed while the server was
+    still starting (seconds on a loaded machine): the server is an orphan already,
+    so it leaves at once, before binding its socket."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    socket_path = tmp_path / "forks.sock"
+    server = subprocess.run(
+        [sys.executable, "-m", "openenv_v1.vf02.simulator_forks"]
+        + [str(socket_path), str(gone.pid)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 0, server.stderr
+    assert not socket_path.exists()
+
+
 def test_without_an_answering_fork_server_the_simulator_starts_itself(
     wordle_url, tmp_path
 ):

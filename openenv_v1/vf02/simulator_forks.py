@@ -118,7 +118,7 @@ class SimulatorForks:
                 return
             proc = subprocess.Popen(
                 [sys.executable, "-m", "openenv_v1.vf02.simulator_forks"]
-                + [self.socket_path],
+                + [self.socket_path, str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its group holds the forks: close() ends all
             )
@@ -292,9 +292,13 @@ def _preload() -> None:
     generic_client_class()
 
 
-def serve(path: str) -> None:
-    """The fork server's loop: one fork per connection, until the owner is gone."""
-    owner = os.getppid()
+def serve(path: str, owner: int) -> None:
+    """The fork server's loop: one fork per connection, until its owner (the pid
+    that started it) is gone. An owner that died before this process got here (a
+    loaded machine can take seconds to start it) is gone already: it does not
+    serve at all."""
+    if os.getppid() != owner:
+        return
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1024)  # launchers queue here while the imports run
@@ -416,4 +420,4 @@ def _lifeline(conn: socket.socket) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], int(sys.argv[2]))
