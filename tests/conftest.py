@@ -50,3 +50,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     waiting on the processes it starts (the suite kept 1.3 of 2 cores busy with one
     worker per core)."""
     return (os.cpu_count() or 1) + 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """`--dist loadgroup` sends the tests of an `xdist_group` to one worker by adding
+    `@<group>` to their node ids; on pytest 9.2 that suffix no longer takes and the
+    groups ran spread over workers (pytest-dev/pytest-xdist#1386). Add it where
+    pytest keeps node ids now (in each worker, after pytest-xdist's own try)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # an older pytest, where pytest-xdist's own suffix takes
+        return
+    for item in items:
+        groups = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(groups))
+        if groups and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)

@@ -24,6 +24,10 @@ from openenv_v1.core.docker_reaper import RUN_LABEL
 from tests import docker_engine
 from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
 
+# In one pytest-xdist worker: the tests build and remove the same image (the first
+# check of each must build it, not find it built by another worker's test).
+pytestmark = pytest.mark.xdist_group("docker_check")
+
 CLI = Path(sys.executable).parent / "openenv-v1"
 ACTION = '{"code": "print(6 * 7)"}'
 
