@@ -176,12 +176,12 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
         if "\nState:\tZ" in status:
             continue
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
-        if raw and all(n in cmdline for n in needles) and not _other_workers(entry):
+        if raw and all(n in cmdline for n in needles) and not _started_elsewhere(entry):
             found.append((int(entry.name), cmdline))
     return found
 
 
-def _other_workers(proc: Path) -> bool:
+def _started_elsewhere(proc: Path) -> bool:
     """Whether the process is provably another test run's (two suites can run at once:
     CI runs both verifiers lines' side by side) or another pytest-xdist worker's: its
     environment (inherited from the test process that started it) names another run
@@ -267,6 +267,10 @@ def read_traces(cwd: Path) -> list[dict]:
     for path in sorted(cwd.glob("outputs/*/*/traces.jsonl")):
         traces += [json.loads(line) for line in path.read_text().splitlines() if line]
     return traces
+
+
+NULL_HARNESS = ["--harness.id", "null"]
+"""`eval` flags for verifiers' own `null` harness, instead of the package's default."""
 
 
 def model_flags(policy_url: str) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 
 from openenv_v1.core.uv_launch import uv_bin_dir
 from tests.servers import (
+    NULL_HARNESS,
     ROOT,
     free_port,
     model_flags,
@@ -17,9 +18,6 @@ from tests.servers import (
     wordle_uv_flags,
     wordle_uv_servers,
 )
-
-NULL_HARNESS = ["--harness.id", "null"]
-"""verifiers' own harness for the model turns, instead of the package's default one."""
 
 
 def assert_all_done(proc, traces, count):

@@ -19,6 +19,7 @@ from PIL import Image
 
 from tests.servers import (
     BIN,
+    NULL_HARNESS,
     TEST_ENVS,
     model_flags,
     policy_server,
@@ -26,8 +27,6 @@ from tests.servers import (
     run_eval,
     uvicorn_server,
 )
-
-NULL_HARNESS = ["--harness.id", "null"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

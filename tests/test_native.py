@@ -15,6 +15,7 @@ import pytest
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import (
     COUNTER_SCRIPT,
+    NULL_HARNESS,
     assert_only_act_calls,
     assert_out_of_invalid_actions,
     free_port,
@@ -156,7 +157,7 @@ def native_eval(policy: str, cwd, *flags: str) -> list[dict]:
     return traces
 
 
-HARNESSES = {"default": [], "null": ["--harness.id", "null"]}
+HARNESSES = {"default": [], "null": NULL_HARNESS}
 """The package's in-process harness (no flag), and verifiers' `null` harness."""
 
 
