@@ -1,4 +1,4 @@
-"""Training scale: Wordle episodes at 64 to 512 in flight, four ways, in one run.
+"""Training scale: Wordle episodes at 64 to 512 in flight, five ways, in one run.
 
     uv run python benchmarks/scale.py [--levels 64,128,256,512] [--per-level 4]
         [--legs raw,raw-paced,vf04,vf04-server,vf02] [--vf02-max 512]
