@@ -546,15 +546,13 @@ def raw_leg(
 
     providers = []
     try:
-        urls = []
         for _ in range(servers):
             provider = SupervisedUVProvider(
                 project_path=str(WORDLE_PROJECT), app=WORDLE_APP, host="127.0.0.1"
             )
             providers.append(provider)
-            urls.append(provider.start())
-        for provider in providers:
-            provider.wait_for_ready()
+            provider.start()
+        urls = [provider.wait_for_ready() for provider in providers]
         name = "raw-paced" if policy_url else "raw"
         result = LegResult(name, level, episodes, 0, 0.0, [])
         limits = httpx.Limits(max_connections=level, max_keepalive_connections=level)

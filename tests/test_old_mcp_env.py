@@ -54,9 +54,8 @@ def old_mcp_url():
         )
     )
     try:
-        url = provider.start(**start_args)
-        provider.wait_for_ready()
-        yield url
+        provider.start(**start_args)
+        yield provider.wait_for_ready()
     finally:
         # The deadlocked session keeps uvicorn from a graceful exit: little grace.
         provider.stop(grace_s=2.0)

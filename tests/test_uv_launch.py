@@ -2,9 +2,11 @@
 
 import contextlib
 import shutil
+import socket
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
@@ -107,3 +109,43 @@ def test_a_repeated_launch_reuses_the_prepared_environment_until_the_project_cha
         "wordle_env",
     ]
     assert processes_matching(str(tmp_path)) == []
+
+
+def test_a_picked_port_taken_before_the_server_binds_it_moves_to_another(
+    monkeypatch,
+):
+    """The launcher's free port is free again until uvicorn binds it; when another
+    process takes it first, the server is relaunched on another port and the URL
+    the launch returns is the one it serves at. A port the caller gave is not
+    moved: the failure names it."""
+    from openenv_v1.core import uv_launch
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    picks = iter([port])
+    real_pick = uv_launch.find_free_port
+    monkeypatch.setattr(uv_launch, "find_free_port", lambda: next(picks, real_pick()))
+    provider = SupervisedUVProvider(
+        project_path=str(WORDLE_PROJECT), app=WORDLE_APP, host="127.0.0.1"
+    )
+    try:
+        assert provider.start() == f"http://127.0.0.1:{port}"
+        url = provider.wait_for_ready(120)
+        assert url != f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{url}/health").status_code == 200
+    finally:
+        provider.stop()
+
+    given = SupervisedUVProvider(
+        project_path=str(WORDLE_PROJECT), app=WORDLE_APP, host="127.0.0.1"
+    )
+    try:
+        given.start(port=port)
+        with pytest.raises(EnvFailure, match=f"port {port} is in use by another"):
+            given.wait_for_ready(120)
+    finally:
+        given.stop()
+        taken.close()
+    assert wordle_uv_servers() == []

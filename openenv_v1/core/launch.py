@@ -198,10 +198,12 @@ async def _open_uv(
     provider.run_on_owner = anyio.from_thread.run_sync
     stack.callback(provider.stop)
     try:
-        url = provider.start(**start_args)
+        provider.start(**start_args)
         # Abandoned on cancellation: the stack's `stop` then ends the server, and
         # with it the wait.
-        await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
+        url = await anyio.to_thread.run_sync(
+            provider.wait_for_ready, abandon_on_cancel=True
+        )
     except Exception as e:
         raise uv_launch_failure(target, e) from e
     if on_launch is not None:

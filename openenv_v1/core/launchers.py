@@ -1,7 +1,8 @@
 """Which launcher runs an env server: one module per place, one face for all.
 
 A launcher is a provider with OpenEnv's provider shape as `ServerPool` and `open_env`
-drive it: `start(**start_args) -> url`, `wait_for_ready()`, `running()`,
+drive it: `start(**start_args) -> url`, `wait_for_ready()` (which may return the
+URL the server ended up at, when it differs), `running()`,
 `stop(grace_s=...)`, plus `app_choice` (what it serves, when it chose) and
 `run_on_owner` (where forks that must die with their owner run). Each place is a
 module with a `*_launch_plan(target)`; adding a place adds a module and a line in

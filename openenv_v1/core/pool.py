@@ -414,7 +414,7 @@ class ServerPool:
         """Fork the server from the owner thread, then wait for `/health` here."""
         try:
             url = self._on_owner(lambda: server.provider.start(**start_args))
-            server.provider.wait_for_ready()
+            url = server.provider.wait_for_ready() or url
         except Exception as e:
             with contextlib.suppress(Exception):
                 server.provider.stop()

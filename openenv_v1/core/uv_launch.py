@@ -17,6 +17,9 @@ rollouts run into:
 - Ownership. `uv` leads a process group of its own (stopping the group reaches
   uvicorn and its workers) and receives SIGTERM when the thread that started it dies;
   uv forwards that SIGTERM to uvicorn.
+- Port. The launcher picks a free port, which is free again until uvicorn binds it;
+  when another process takes it in between, the server is relaunched on another
+  one, and `wait_for_ready()` returns the URL it finally serves at.
 - Diagnosis. A server that crashes on start (a wrong `app`, a missing dependency, a
   Python uv cannot provide) is noticed at once, and the error carries the tail of its
   output and, where the cause is known, what to change.
@@ -140,6 +143,9 @@ class SupervisedUVProvider(UVProvider):
         """The server runs from the project's prepared environment without uv."""
         self._candidates: list[AppChoice] = []
         self._launch: tuple[int, dict[str, str], int] | None = None
+        self._port_picked = False
+        """The launcher chose the port (it may choose another)."""
+        self._port_moves = 0
         self._env_dir = Path()
         self._log_path: Path | None = None
         self._lock = threading.Lock()
@@ -161,7 +167,8 @@ class SupervisedUVProvider(UVProvider):
         **_: object,
     ) -> str:
         """Fetch the project if it is a `git+` URL, choose the app, and start the
-        server with the first candidate; returns its base URL."""
+        server with the first candidate; returns its base URL (`wait_for_ready()`
+        returns the final one)."""
         if self._process is not None and self._process.poll() is None:
             raise RuntimeError("UVProvider is already running")
         project = self.project = EnvProject.read(self._project_dir())
@@ -190,6 +197,7 @@ class SupervisedUVProvider(UVProvider):
         env["PYTHONPATH"] = os.pathsep.join(
             [str(project.path), *filter(None, [env.get("PYTHONPATH")])]
         )
+        self._port_picked = port is None
         self._launch = (port or find_free_port(), env, workers)
         self._spawn(self._candidates[0])
         assert self._base_url is not None
@@ -265,10 +273,11 @@ class SupervisedUVProvider(UVProvider):
         client_host = "127.0.0.1" if self.host in {"0.0.0.0", "::"} else self.host
         self._base_url = f"http://{client_host}:{port}"
 
-    def wait_for_ready(self, timeout_s: float | None = None) -> None:
-        """Poll `/health` until 200. A server that exits because its app cannot be
-        imported is relaunched with the next candidate (on the owner thread); any
-        other exit fails at once, naming the cause."""
+    def wait_for_ready(self, timeout_s: float | None = None) -> str:
+        """Poll `/health` until 200, and return the server's base URL. A server that
+        exits because its app cannot be imported is relaunched with the next
+        candidate, one whose picked port was taken on another port (on the owner
+        thread); any other exit fails at once, naming the cause."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=2.0, trust_env=False) as http:
@@ -282,7 +291,8 @@ class SupervisedUVProvider(UVProvider):
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self._base_url}/health").status_code == 200:
                         self._mark_prepared()
-                        return
+                        assert self._base_url is not None
+                        return self._base_url
                 if time.monotonic() >= deadline:
                     raise EnvFailure(
                         f"env server `uvicorn {self.app}` at {self._base_url} was not "
@@ -293,12 +303,30 @@ class SupervisedUVProvider(UVProvider):
                 time.sleep(0.05)
 
     def _relaunch_or_fail(self, code: int) -> None:
-        """After the server exited before it was ready: relaunch it with gradio when
-        hiding gradio killed it, or with the next app candidate when the app cannot
-        be imported; otherwise fail, naming the cause."""
+        """After the server exited before it was ready: relaunch it on another port
+        when another process took the one picked for it, with gradio when hiding
+        gradio killed it, or with the next app candidate when the app cannot be
+        imported; otherwise fail, naming the cause."""
         tail = self.log_tail()
         choice = self.app_choice
         assert choice is not None and self.project is not None
+        if (
+            self._port_picked
+            and self._port_moves < _PORT_MOVES
+            and _ADDRESS_IN_USE.search(tail)
+        ):
+            assert self._launch is not None
+            taken, env, workers = self._launch
+            self._port_moves += 1
+            self._launch = (find_free_port(), env, workers)
+            logger.info(
+                "%s: port %d was taken before the server bound it; relaunching on %d",
+                self.project.name,
+                taken,
+                self._launch[0],
+            )
+            self.run_on_owner(lambda: self._spawn(choice))
+            return
         if self.gradio_hidden and _GRADIO_REFUSED in tail:
             self.gradio_hidden = False
             _IMPORTS_GRADIO.add(str(self.project.path))
@@ -344,6 +372,17 @@ class SupervisedUVProvider(UVProvider):
 
     def _diagnose(self, tail: str) -> str:
         """Name the usual cause of a crashed start in words the user can act on."""
+        if _ADDRESS_IN_USE.search(tail) and self._launch is not None:
+            port = self._launch[0]
+            if not self._port_picked:
+                return (
+                    f" (port {port} is in use by another process: give another "
+                    "port, or none and the launcher picks a free one)"
+                )
+            return (
+                f" (the free ports picked for it, the last {port}, were taken by "
+                "other processes before it bound them)"
+            )
         if _PYTHON_UNAVAILABLE.search(tail):
             needs = self.project.python_requirement if self.project else None
             version = re.search(r"\d+\.\d+", needs or "")
@@ -430,6 +469,9 @@ GRADIO_NEEDED = (
 _GRADIO_REFUSED = "gradio is hidden from this env server"
 # Projects (their folders) found to import gradio in this process: launched with it.
 _IMPORTS_GRADIO: set[str] = set()
+_ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+_PORT_MOVES = 5
+"""Relaunches on another port when the picked one was taken first."""
 _PYTHON_UNAVAILABLE = re.compile(
     r"No interpreter found for Python|python-build-standalone|"
     r"No download found for request|Python downloads are (?:disabled|not allowed)"
