@@ -72,3 +72,42 @@ def test_rollouts_past_the_simulator_bound_wait_their_turn_and_all_end_ok(
     assert said.count("this machine holds 2 at once") == 1, stderr[-3000:]
     for hint in ("--taskset.max-simulators", "verifiers 0.4", "vf-eval", "--server"):
         assert hint in said
+
+
+async def test_a_slot_is_held_until_the_ended_rollouts_simulator_has_exited():
+    """verifiers marks a rollout completed before its simulator has exited (it only
+    signals it at teardown): the next rollout waits for that process to go."""
+    import asyncio
+    from dataclasses import dataclass, field
+
+    from openenv_v1.vf02.simulator_slots import SimulatorSlots
+
+    @dataclass
+    class State:
+        simulator_pid: int | None = None
+
+    @dataclass
+    class Trace:
+        id: str
+        is_completed: bool = False
+        state: State = field(default_factory=State)
+
+    simulator = subprocess.Popen(["sleep", "60"])
+    try:
+        slots = SimulatorSlots(alive=1, starting=1)
+        first, second = Trace("first"), Trace("second")
+        await slots.enter(first)
+        first.state.simulator_pid = simulator.pid
+        slots.started(first)
+        waiting = asyncio.create_task(slots.enter(second))
+        first.is_completed = True
+        await asyncio.sleep(1.0)
+        assert not waiting.done()
+        assert slots.in_use() == (1, 0)
+        simulator.terminate()
+        simulator.wait(5)  # reaped: gone, not a zombie
+        await asyncio.wait_for(waiting, 5)
+        assert slots.in_use() == (1, 1)
+    finally:
+        simulator.kill()
+        simulator.wait(5)

@@ -26,3 +26,21 @@ def signal_group(pgid: int, sig: int) -> None:
     """Send `sig` to a process group; a group that is already gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def process_running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie, exited but not yet
+    reaped by its parent, has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

@@ -161,6 +161,17 @@ def socket_from_config() -> str | None:
     return None
 
 
+_launcher: int | None = None
+"""In a fork: the pid of its launcher."""
+
+
+def simulator_pid() -> int:
+    """The pid of the simulator process verifiers started and owns: the launcher of
+    this fork, or this process when it runs the simulator itself. That process
+    exits last (a launcher waits for its fork)."""
+    return _launcher if _launcher is not None else os.getpid()
+
+
 def run_forked() -> None:
     """Run this simulator as a fork of the configured fork server, and exit with its
     exit code. Returns (having done nothing) when there is no fork server to ask."""
@@ -196,7 +207,12 @@ def _ask_for_fork(path: str) -> tuple[socket.socket, _Lines, int]:
         conn.settimeout(ANSWER_TIMEOUT_S)
         conn.connect(path)
         request = json.dumps(
-            {"environ": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv}
+            {
+                "environ": dict(os.environ),
+                "cwd": os.getcwd(),
+                "argv": sys.argv,
+                "launcher": os.getpid(),
+            }
         ).encode()
         socket.send_fds(conn, [b"F"], list(range(_STREAMS)))
         conn.sendall(_HEADER.pack(len(request)) + request)
@@ -370,8 +386,10 @@ def _send(conn: socket.socket, message: dict[str, Any]) -> None:
 
 def _run_fork(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> NoReturn:
     """In the fork: become the launcher's simulator, run it, report its exit code."""
+    global _launcher
     code = 1
     try:
+        _launcher = int(request["launcher"])
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.environ.clear()

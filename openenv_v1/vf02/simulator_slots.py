@@ -13,6 +13,9 @@ each rollout, in the process that runs it (the eval, or each env-server worker):
   simulator is serving by then) or when the rollout ends;
 - at most `alive` simulators exist at once, a bound on memory. Past it rollouts wait
   in `setup` for one to end, and the eval says so once, naming the ways to run more.
+  A slot is given back once its rollout has ended *and* its simulator process has
+  exited: verifiers only signals it at teardown, and a simulator closing its env
+  session still holds its memory.
 
     slots = SimulatorSlots(alive=32, starting=4)
     await slots.enter(trace)     # OpenEnvTask.setup
@@ -24,8 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Protocol
+
+from openenv_v1.core.process_group import process_running
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +55,19 @@ interpreter's start is ~3 s of CPU, and verifiers gives it 180 s to report its
 port: those get 2 per core."""
 
 
+EXIT_WAIT_S = 15.0
+"""Longest a slot waits, once its rollout has ended, for the rollout's simulator to
+exit (a launcher kills a fork still running 10 s after it was told to stop)."""
+
+
+class _State(Protocol):
+    simulator_pid: int | None
+
+
 class _Trace(Protocol):
     id: str
     is_completed: bool
+    state: _State
 
 
 def default_alive(forked: bool = True) -> int:
@@ -88,6 +104,7 @@ def queue_message(alive: int) -> str:
 class _Held:
     trace: _Trace
     starting: bool
+    ended_at: float | None = None
 
 
 class SimulatorSlots:
@@ -142,11 +159,23 @@ class SimulatorSlots:
         self._alive.release()
 
     async def _reap(self) -> None:
-        """Give back the slots of ended rollouts. verifiers marks every rollout's trace
-        completed in its `finally` (success, error or cancellation) but calls no task
-        hook after a failure, so this looks rather than waits to be told."""
+        """Give back the slots of ended rollouts whose simulators have exited.
+        verifiers marks every rollout's trace completed in its `finally` (success,
+        error or cancellation) but calls no task hook after a failure, so this looks
+        rather than waits to be told. A simulator that never replied left no pid:
+        its slot goes when the rollout ends."""
         while self._held:
             await asyncio.sleep(0.2)
+            now = time.monotonic()
             for trace_id, held in list(self._held.items()):
-                if held.trace.is_completed:
+                if not held.trace.is_completed:
+                    continue
+                if held.ended_at is None:
+                    held.ended_at = now
+                pid = held.trace.state.simulator_pid
+                if (
+                    pid is None
+                    or not process_running(pid)
+                    or now - held.ended_at > EXIT_WAIT_S
+                ):
                     self._release(trace_id)

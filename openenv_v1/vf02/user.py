@@ -52,6 +52,7 @@ from openenv_v1.core.errors import describe, setup_failure
 from openenv_v1.core.turns import Turn, TurnRenderer
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
+from openenv_v1.vf02.simulator_forks import simulator_pid
 from openenv_v1.vf02.tool_desk import ToolDesk, desk_url, serve_desk
 
 if TYPE_CHECKING:
@@ -98,6 +99,9 @@ class OpenEnvState(vf.State):
     turn: int = 0
     """Native tool calling: model turns so far, stamped before each model call (the
     simulator tells a retried call from a new one by it)."""
+    simulator_pid: int | None = None
+    """The simulator process verifiers started for this rollout, left by its first
+    reply: the eval holds its simulator slot until that process is gone."""
 
 
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
@@ -171,6 +175,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         return await self._desk.deliver(self.state, name, arguments)
 
     async def respond(self, message: str) -> vf.Messages:
+        self.state.simulator_pid = simulator_pid()
         if self._failure is not None:
             report = EpisodeReport()
             report.fail(self._failure)
