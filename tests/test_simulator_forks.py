@@ -26,7 +26,7 @@ from verifiers.v1.mcp.launch import user_respond
 
 from benchmarks.simulator_start import rollout_channel
 from openenv_v1.vf02.config import OpenEnvUserConfig
-from openenv_v1.vf02.simulator_forks import STOP_GRACE_S, SimulatorForks
+from openenv_v1.vf02.simulator_forks import OWNER_VAR, STOP_GRACE_S, SimulatorForks
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import wait_until
 
@@ -271,3 +271,31 @@ def test_a_launcher_orphaned_while_it_waits_starts_no_simulator(tmp_path):
         listener.close()
         with contextlib.suppress(ProcessLookupError):
             os.kill(launcher, signal.SIGKILL)
+
+
+def test_a_launcher_orphaned_before_it_looked_starts_no_simulator(wordle_url, tmp_path):
+    """The eval died before its launcher read its parent: the launcher's parent is
+    then another process than the one that ran the rollout (`OWNER_VAR`), and it
+    leaves at once, with no fork server to ask (the eval's went with it) and no
+    simulator of its own."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    missing = str(tmp_path / "gone" / "forks.sock")
+    with mock_owner(gone.pid), simulator(wordle_url, tmp_path, missing) as sim:
+        assert sim.proc.wait(60) == 128 + signal.SIGTERM, sim.log()
+        assert "no simulator fork" not in sim.log()
+        assert not (sim.workdir / "port").exists()
+
+
+@contextlib.contextmanager
+def mock_owner(pid: int) -> Iterator[None]:
+    """The process that ran the rollout, as the launcher reads it."""
+    before = os.environ.get(OWNER_VAR)
+    os.environ[OWNER_VAR] = str(pid)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[OWNER_VAR]
+        else:
+            os.environ[OWNER_VAR] = before

@@ -61,6 +61,10 @@ BIND_TIMEOUT_S = 30.0
 """Longest `SimulatorForks.start()` waits for the fork server's socket."""
 OWNER_POLL_S = 1.0
 """How often the fork server checks that its owner is alive."""
+OWNER_VAR = "OPENENV_V1_SIMULATOR_OWNER"
+"""Set by the process that runs rollouts to its pid, and so inherited by each
+launcher verifiers starts there: a launcher with another parent was orphaned
+before it could look, and leaves."""
 _HEADER = struct.Struct("!I")
 _STREAMS = 3  # stdin, stdout, stderr
 
@@ -104,7 +108,9 @@ class SimulatorForks:
 
     async def started(self) -> None:
         """`ensure_started()` from a rollout's setup, off the event loop the first
-        time (a no-op afterwards)."""
+        time (a no-op afterwards). Marks this process as the owner of the
+        launchers it starts from here on (`OWNER_VAR`)."""
+        os.environ[OWNER_VAR] = str(os.getpid())
         if self._proc is None:
             await asyncio.to_thread(self.ensure_started)
 
@@ -180,10 +186,12 @@ def run_forked() -> None:
         return
     # Die with the eval from here on, as verifiers' own simulator does once it
     # serves: a launcher orphaned while it waits must not go on to start a
-    # simulator itself (nothing would ever stop that one).
+    # simulator itself (nothing would ever stop that one). One orphaned before this
+    # line has another parent than the process that ran its rollout.
     owner = os.getppid()
     die_with_owner()
-    if os.getppid() != owner:
+    expected = os.environ.get(OWNER_VAR)
+    if os.getppid() != owner or (expected and expected != str(owner)):
         sys.exit(128 + signal.SIGTERM)
     try:
         conn, lines, pid = _ask_for_fork(path)
