@@ -62,9 +62,14 @@ def settle_use_docker(
     provider: str | None, *, use_docker: bool, base_url: str | None, flags: str
 ) -> bool:
     """The `use_docker` a config means, given its `provider` (`docker` turns it on:
-    one meaning, two spellings). Raises `ValueError` for a provider with `base_url`,
-    or `use_docker` with another provider, naming the flags under `flags` (the
-    config's prefix, e.g. `--taskset.`)."""
+    one meaning, two spellings). Raises `ValueError` for a launch (`use_docker` or a
+    provider) with `base_url`, or `use_docker` with another provider, naming the
+    flags under `flags` (the config's prefix, e.g. `--taskset.`)."""
+    if base_url and use_docker:
+        raise ValueError(
+            "use_docker launches a server, but base_url connects to a running one: "
+            f"drop {flags}use-docker, or drop {flags}base-url"
+        )
     if provider is None:
         return use_docker
     if base_url:

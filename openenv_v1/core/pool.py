@@ -56,6 +56,7 @@ import httpx
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.launch import EnvTarget
 from openenv_v1.core.launchers import launch_failure, launch_plan
+from openenv_v1.core.process_group import process_running
 
 logger = logging.getLogger(__name__)
 
@@ -469,7 +470,7 @@ class ServerPool:
         self._last_reap = now
         own = os.getpid()
         for lease_id, lease in list(self._leases.items()):
-            if lease.pid != own and not _pid_alive(lease.pid):
+            if lease.pid != own and not process_running(lease.pid):
                 self._drop_lease_locked(lease_id)
         for server in list(self._servers):
             if server.ready and not server.alive():
@@ -574,16 +575,6 @@ def _answers_health(url: str, timeout_s: float = 2.0) -> bool:
 def _kill_quietly(provider: Any) -> None:
     with contextlib.suppress(Exception):
         provider.stop(grace_s=0.0)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _handler_for(pool: ServerPool) -> type[BaseHTTPRequestHandler]:

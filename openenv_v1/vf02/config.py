@@ -111,12 +111,14 @@ class OpenEnvConfig(vf.TasksetConfig):
 
     @model_validator(mode="after")
     def _place_docker_user(self) -> Self:
-        if self.base_url and self.use_docker:
-            raise ValueError(
-                "use_docker launches a server, but base_url connects to a running one: "
-                "drop --taskset.use-docker, or drop --taskset.base-url"
-            )
-        self._check_provider()
+        from openenv_v1.core.launchers import settle_use_docker
+
+        self.use_docker = settle_use_docker(
+            self.provider,
+            use_docker=self.use_docker,
+            base_url=self.base_url,
+            flags="--taskset.",
+        )
         if self.docker_on_host:
             self._require_docker_on_host()
         elif self.use_docker:
@@ -132,16 +134,6 @@ class OpenEnvConfig(vf.TasksetConfig):
         if self.tool_calls == "native":
             self._require_local_user()
         return self
-
-    def _check_provider(self) -> None:
-        from openenv_v1.core.launchers import settle_use_docker
-
-        self.use_docker = settle_use_docker(
-            self.provider,
-            use_docker=self.use_docker,
-            base_url=self.base_url,
-            flags="--taskset.",
-        )
 
     def _require_docker_on_host(self) -> None:
         from verifiers.v1.runtimes import runtime_is_local

@@ -194,7 +194,7 @@ def run_forked() -> None:
     if os.getppid() != owner or (expected and expected != str(owner)):
         sys.exit(128 + signal.SIGTERM)
     try:
-        conn, lines, pid = _ask_for_fork(path)
+        lines, pid = _ask_for_fork(path)
     except (OSError, ValueError) as e:
         print(
             f"openenv-v1: no simulator fork ({type(e).__name__}: {e}); "
@@ -205,11 +205,13 @@ def run_forked() -> None:
         return
     print(f"openenv-v1: simulator forked as pid {pid}", file=sys.stderr, flush=True)
     code = _relay(lines, pid)
-    conn.close()
+    lines.close()
     sys.exit(code)
 
 
-def _ask_for_fork(path: str) -> tuple[socket.socket, _Lines, int]:
+def _ask_for_fork(path: str) -> tuple[_Lines, int]:
+    """Hand this process's streams and request to the fork server; returns the
+    connection (as lines) and the fork's pid."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(ANSWER_TIMEOUT_S)
@@ -231,15 +233,15 @@ def _ask_for_fork(path: str) -> tuple[socket.socket, _Lines, int]:
             raise ValueError(
                 (answer or {}).get("error", "the fork server closed the connection")
             )
-        return conn, lines, int(answer["pid"])
+        return lines, int(answer["pid"])
     except BaseException:
         conn.close()
         raise
 
 
 class _Lines:
-    """JSON lines from a socket, read with a deadline (polling, so that signal
-    handlers run and may move the deadline)."""
+    """JSON lines from a socket it owns, read with a deadline (polling, so that
+    signal handlers run and may move the deadline)."""
 
     def __init__(self, conn: socket.socket) -> None:
         self._conn = conn
@@ -262,6 +264,9 @@ class _Lines:
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def _relay(lines: _Lines, pid: int) -> int:

@@ -73,17 +73,6 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if self.base_url and self.use_docker:
-            raise ValueError(
-                "use_docker launches a server, but base_url connects to a running one: "
-                "drop --env.taskset.use-docker, or drop --env.taskset.base-url"
-            )
-        self._check_provider()
-        if not self.resets:
-            raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
-        return self
-
-    def _check_provider(self) -> None:
         from openenv_v1.core.launchers import settle_use_docker
 
         self.use_docker = settle_use_docker(
@@ -92,6 +81,9 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
             base_url=self.base_url,
             flags="--env.taskset.",
         )
+        if not self.resets:
+            raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
+        return self
 
     def require_target(self) -> None:
         """Fail, naming the flags, when neither `env` nor `base_url` is set."""
