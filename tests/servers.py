@@ -9,8 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -63,6 +64,33 @@ def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{url} not up within {timeout}s")
 
 
+def serve_on_free_port(
+    command: Callable[[int], list[str]],
+    ready_path: str,
+    env: dict[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+    timeout: float = 60.0,
+) -> tuple[subprocess.Popen, int]:
+    """Start the server `command(port)` on a free port and wait until `ready_path`
+    answers. A picked port is free again until the server binds it, and the suite's
+    own connections take loopback ports: a server that exits before it is ready is
+    started again on another port (twice at most)."""
+    for attempt in range(3):
+        port = free_port()
+        proc = subprocess.Popen(command(port), env=env, cwd=cwd, start_new_session=True)
+        try:
+            wait_http(f"http://127.0.0.1:{port}{ready_path}", proc, timeout)
+            return proc, port
+        except RuntimeError:  # it exited
+            if attempt == 2:
+                raise
+        except BaseException:
+            stop(proc)
+            raise
+    raise AssertionError("unreachable")
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -79,20 +107,19 @@ def uvicorn_server(
     app: str, *, app_dir: Path | None = None, env: dict[str, str] | None = None
 ) -> Iterator[str]:
     """An OpenEnv app served by uvicorn from this venv; yields its base URL."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--log-level", "warning"]
-    # Stopped at once even with a request pending (uvicorn waits for it by default).
-    cmd += ["--timeout-graceful-shutdown", "1"]
-    if app_dir is not None:
-        cmd += ["--app-dir", str(app_dir)]
-    proc = subprocess.Popen(
-        cmd, env={**os.environ, **(env or {})}, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{port}"
+
+    def command(port: int) -> list[str]:
+        cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1"]
+        cmd += ["--port", str(port), "--log-level", "warning"]
+        # Stopped at once even with a request pending (uvicorn waits by default).
+        cmd += ["--timeout-graceful-shutdown", "1"]
+        if app_dir is not None:
+            cmd += ["--app-dir", str(app_dir)]
+        return cmd
+
+    proc, port = serve_on_free_port(command, "/health", {**os.environ, **(env or {})})
     try:
-        wait_http(f"{url}/health", proc)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)
 
@@ -107,24 +134,31 @@ def policy_server(
 ) -> Iterator[str]:
     """The local OpenAI-compatible policy; yields its `/v1` base URL. With `record`,
     it appends every request body it gets to that file (`recorded_requests`)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "openenv_v1.local_policy", "--mode", mode]
-    cmd += ["--port", str(port)]
+    flags = ["--mode", mode]
     script_file = None
     if script is not None:
-        script_file = Path(f"/tmp/openenv-v1-script-{port}.json")
+        fd, name = tempfile.mkstemp(prefix="openenv-v1-script-", suffix=".json")
+        os.close(fd)
+        script_file = Path(name)
         script_file.write_text(json.dumps(script))
-        cmd += ["--script", str(script_file)]
+        flags += ["--script", str(script_file)]
     if delay is not None:
-        cmd += ["--delay", str(delay)]
+        flags += ["--delay", str(delay)]
     if record is not None:
-        cmd += ["--record", str(record)]
-    proc = subprocess.Popen(cmd, start_new_session=True)
+        flags += ["--record", str(record)]
     try:
-        wait_http(f"http://127.0.0.1:{port}/v1/models", proc)
-        yield f"http://127.0.0.1:{port}/v1"
+        proc, port = serve_on_free_port(
+            lambda port: (
+                [sys.executable, "-m", "openenv_v1.local_policy"]
+                + [*flags, "--port", str(port)]
+            ),
+            "/v1/models",
+        )
+        try:
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            stop(proc)
     finally:
-        stop(proc)
         if script_file is not None:
             script_file.unlink(missing_ok=True)
 

@@ -16,6 +16,8 @@ from openenv_v1.core.docker_launch import DockerLaunch, DockerOptions
 from tests import docker_engine
 
 BASE = "ghcr.io/meta-pytorch/openenv-base:latest"
+# One worker: the `repo` fixture of each test removes the images of both its envs.
+pytestmark = pytest.mark.xdist_group("docker_build")
 
 
 def remove_images(reference: str) -> None:

@@ -82,6 +82,7 @@ from tests.servers import (
     model_flags,
     policy_server,
     run_eval,
+    serve_on_free_port,
     stop,
     uvicorn_server,
     wait_http,
@@ -90,13 +91,22 @@ from tests.servers import (
 FAULTY_DIR = TEST_ENVS / "faulty"
 
 
-def start_faulty(port: int, max_sessions: int) -> subprocess.Popen:
+def faulty_command(port: int) -> list[str]:
     cmd = [sys.executable, "-m", "uvicorn", "faulty_env:app", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--log-level", "warning", "--app-dir", str(FAULTY_DIR)]
     # A hung step must not hold up the shutdown.
-    cmd += ["--timeout-graceful-shutdown", "1"]
-    env = {**os.environ, "FAULTY_MAX_SESSIONS": str(max_sessions)}
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    return cmd + ["--timeout-graceful-shutdown", "1"]
+
+
+def faulty_environ(max_sessions: int) -> dict[str, str]:
+    return {**os.environ, "FAULTY_MAX_SESSIONS": str(max_sessions)}
+
+
+def start_faulty(port: int, max_sessions: int) -> subprocess.Popen:
+    """A faulty env server on `port` (a restart on the same port)."""
+    proc = subprocess.Popen(
+        faulty_command(port), env=faulty_environ(max_sessions), start_new_session=True
+    )
     wait_http(f"http://127.0.0.1:{port}/health", proc)
     return proc
 
@@ -104,8 +114,9 @@ def start_faulty(port: int, max_sessions: int) -> subprocess.Popen:
 @contextlib.contextmanager
 def faulty_server(max_sessions: int = 8) -> Iterator[tuple[str, subprocess.Popen]]:
     """A faulty env server of this test's own; yields its URL and process."""
-    port = free_port()
-    proc = start_faulty(port, max_sessions)
+    proc, port = serve_on_free_port(
+        faulty_command, "/health", faulty_environ(max_sessions)
+    )
     try:
         yield f"http://127.0.0.1:{port}", proc
     finally:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +28,7 @@ from starlette.routing import Route
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.tools import OpenEnvToolsConfig
 from openenv_v1.vf02.user import OpenEnvData, OpenEnvState
-from tests.servers import free_port, stop
+from tests.servers import stop
 
 
 class StateChannel:
@@ -37,7 +38,9 @@ class StateChannel:
     def __init__(self, task: OpenEnvData) -> None:
         self.task = task
         self.state = OpenEnvState()
-        self.port = free_port()
+        # Bound here and handed to uvicorn: no other process can take the port first.
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
 
         async def get_state(_: Request) -> Response:
             return Response(self.state.model_dump_json(), media_type="application/json")
@@ -59,7 +62,9 @@ class StateChannel:
         )
         config = uvicorn.Config(app, port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -74,6 +79,7 @@ class StateChannel:
     def __exit__(self, *_: Any) -> None:
         self.server.should_exit = True
         self.thread.join(5)
+        self.socket.close()
 
 
 @contextlib.contextmanager

@@ -16,9 +16,8 @@ from openenv_v1 import verifiers_line
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
-    free_port,
+    serve_on_free_port,
     stop,
-    wait_http,
 )
 
 if verifiers_line() != "vf04":
@@ -34,14 +33,17 @@ def wordle_project_server(venv: Path) -> Iterator[str]:
     env["UV_PROJECT_ENVIRONMENT"] = str(venv)
     sync = ["uv", "sync", "--project", str(WORDLE_PROJECT), "--locked", "--quiet"]
     subprocess.run(sync, env=env, check=True, timeout=300)
-    port = free_port()
-    cmd = [str(venv / "bin" / "python"), "-m", "uvicorn", WORDLE_APP]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=WORDLE_PROJECT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, port = serve_on_free_port(
+        lambda port: (
+            [str(venv / "bin" / "python"), "-m", "uvicorn", WORDLE_APP]
+            + ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        ),
+        "/health",
+        cwd=WORDLE_PROJECT,
+        timeout=120,
+    )
     try:
-        wait_http(f"{url}/health", proc, timeout=120)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)
 
