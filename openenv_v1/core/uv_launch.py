@@ -275,9 +275,10 @@ class SupervisedUVProvider(UVProvider):
 
     def wait_for_ready(self, timeout_s: float | None = None) -> str:
         """Poll `/health` until 200, and return the server's base URL. A server that
-        exits because its app cannot be imported is relaunched with the next
-        candidate, one whose picked port was taken on another port (on the owner
-        thread); any other exit fails at once, naming the cause."""
+        exits before it is ready is relaunched (on the owner thread) on another port
+        when the port picked for it was taken first, or with the next app candidate
+        when its app cannot be imported; any other exit fails at once, naming the
+        cause."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=2.0, trust_env=False) as http:
