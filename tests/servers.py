@@ -76,19 +76,20 @@ def serve_on_free_port(
     answers. A picked port is free again until the server binds it, and the suite's
     own connections take loopback ports: a server that exits before it is ready is
     started again on another port (twice at most)."""
-    for attempt in range(3):
+    starts_left = 3
+    while True:
         port = free_port()
         proc = subprocess.Popen(command(port), env=env, cwd=cwd, start_new_session=True)
+        starts_left -= 1
         try:
             wait_http(f"http://127.0.0.1:{port}{ready_path}", proc, timeout)
             return proc, port
         except RuntimeError:  # it exited
-            if attempt == 2:
+            if not starts_left:
                 raise
         except BaseException:
             stop(proc)
             raise
-    raise AssertionError("unreachable")
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -216,8 +217,9 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
 
 
 def _started_elsewhere(proc: Path) -> bool:
-    """Whether the process is provably another test run's (two suites can run at once:
-    CI runs both verifiers lines' side by side) or another pytest-xdist worker's: its
+    """Whether the process is provably another test run's (two suites can share a
+    machine, e.g. both verifiers lines' run side by side) or another pytest-xdist
+    worker's: its
     environment (inherited from the test process that started it) names another run
     or worker. A process whose environment cannot be read or names neither is counted
     as ours."""

@@ -25,18 +25,11 @@ import pytest
 from verifiers.v1.mcp.launch import user_respond
 
 from benchmarks.simulator_start import rollout_channel
+from openenv_v1.core.process_group import process_running
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.simulator_forks import OWNER_VAR, STOP_GRACE_S, SimulatorForks
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import wait_until
-
-
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 def _ppid(pid: int) -> int:
@@ -139,7 +132,7 @@ def test_a_forked_simulator_plays_and_ends_with_its_launcher(
         # (uvicorn re-raises the SIGTERM once shut down), and so does the launcher.
         os.killpg(sim.proc.pid, signal.SIGTERM)
         assert sim.proc.wait(STOP_GRACE_S + 5) == -signal.SIGTERM, sim.log()
-        assert wait_until(lambda: not _alive(fork), 5)
+        assert wait_until(lambda: not process_running(fork), 5)
 
 
 def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):
@@ -150,7 +143,7 @@ def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):
         sim.proc.wait(5)
         # Its lifeline to the launcher breaks: SIGTERM at once, SIGKILL at the latest
         # after the grace.
-        assert wait_until(lambda: not _alive(fork), STOP_GRACE_S + 5)
+        assert wait_until(lambda: not process_running(fork), STOP_GRACE_S + 5)
         # The fork server goes on serving the next rollout.
     with simulator(wordle_url, tmp_path / "next", forks.socket_path) as sim:
         assert "wordle" in sim.opening().lower()
@@ -164,7 +157,7 @@ def test_close_ends_the_fork_server_and_its_forks(wordle_url, tmp_path):
         fork = sim.fork_pid()
         forks.close()
         assert forks._proc.poll() is not None
-        assert wait_until(lambda: not _alive(fork), 5)
+        assert wait_until(lambda: not process_running(fork), 5)
         assert not Path(forks.socket_path).parent.exists()
         # The launcher sees its fork go and exits too.
         assert sim.proc.wait(10) != 0
@@ -194,8 +187,8 @@ def test_the_fork_server_and_its_forks_end_with_a_killed_owner(wordle_url, tmp_p
             fork = sim.fork_pid()
             owner.kill()  # SIGKILL: no atexit, no close()
             owner.wait(5)
-            assert wait_until(lambda: not _alive(int(server)), 5)
-            assert wait_until(lambda: not _alive(fork), 5)
+            assert wait_until(lambda: not process_running(int(server)), 5)
+            assert wait_until(lambda: not process_running(fork), 5)
             assert sim.proc.wait(10) != 0
     finally:
         owner.kill()
@@ -264,7 +257,7 @@ def test_a_launcher_orphaned_while_it_waits_starts_no_simulator(tmp_path):
         conn, _ = listener.accept()  # the launcher has asked
         owner.kill()
         owner.wait(5)
-        assert wait_until(lambda: not _alive(launcher), 5)
+        assert wait_until(lambda: not process_running(launcher), 5)
         conn.close()  # a launcher still there would now start a simulator itself
     finally:
         owner.kill()

@@ -234,7 +234,10 @@ async def _open_launched(
         url = await anyio.to_thread.run_sync(
             functools.partial(provider.start, **start_args), abandon_on_cancel=True
         )
-        await anyio.to_thread.run_sync(provider.wait_for_ready, abandon_on_cancel=True)
+        ready = await anyio.to_thread.run_sync(
+            provider.wait_for_ready, abandon_on_cancel=True
+        )
+        url = ready or url
     except Exception as e:
         raise _redacted_failure(target, e) from None
     if on_launch is not None:
