@@ -1,8 +1,10 @@
-"""The episode settings both verifiers lines share: how a launched env server is set
-up, the limits of an episode, and how observations are shown.
+"""The settings both verifiers lines share: how a launched env server is set up, the
+limits of an episode, how observations are shown and rewards counted
+(`EpisodeSettings`), and which tasks the taskset has (`TaskSettings`).
 
     class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig)   # 0.2: --taskset.task.user.*
     class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig)    # 0.4: --env.taskset.*
+    class OpenEnvConfig(TaskSettings, vf.TasksetConfig)       # both: tasks
 
 A mixin of plain pydantic fields (no verifiers import), so each line's config keeps
 one definition, and one `--help` text, of every setting; verifiers' CLI reads the
@@ -17,6 +19,8 @@ from typing import Any, Self
 from pydantic import BaseModel, Field, model_validator
 
 from openenv_v1.core import EpisodeLimits
+from openenv_v1.core.episode import RewardMode
+from openenv_v1.core.manifest import Manifest, credentials_error
 from openenv_v1.core.render import ObservationFormat
 
 
@@ -66,6 +70,19 @@ class EpisodeSettings(BaseModel):
     """Most characters of text in one user turn. Fields that would push a turn over
     it are cut, the longest first, each with a note of how much was cut (the action
     format of the opening turn is never cut)."""
+    reward: RewardMode = "sum"
+    """The episode's reward from its steps' rewards: `sum` (all of them added) or
+    `last` (the last reward the env gave, as OpenEnv's harness and trajectory rubrics
+    mean it). An episode in which the env gave no reward at all is unscored: None on
+    verifiers 0.4, 0.0 with `info.openenv.reward` None and metric `openenv_unscored`
+    1 on 0.2. The step rewards are kept in `info.openenv.step_rewards`."""
+    episode_timeout_s: float | None = Field(None, gt=0)
+    """Wall seconds an episode may run from its reset; past it no more steps are
+    taken and the rollout fails, naming the budget. Unset: the env folder's
+    openenv.yaml `validation.resources.episode_timeout_s`, else no budget."""
+    reward_range: tuple[float, float] | None = None
+    """Set by the taskset from openenv.yaml's `validation.reward.range`, not by hand:
+    step rewards outside it are counted (`openenv_rewards_outside_range`)."""
 
     @model_validator(mode="after")
     def _absolute_project_path(self) -> Self:
@@ -83,13 +100,65 @@ class EpisodeSettings(BaseModel):
         enforces `step_timeout_s` when that is the longest (see `EnvEpisode._step`)."""
         return max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s)
 
+    def with_manifest(self, manifest: Manifest | None, forward_flag: str) -> Self:
+        """These settings with the defaults `manifest` (the env folder's openenv.yaml)
+        declares: its episode budget where `episode_timeout_s` is unset, its reward
+        range. Fails, naming them, when it declares credentials `forward_env` does
+        not pass (`forward_flag`: how the user sets it)."""
+        if manifest is None:
+            return self
+        if error := credentials_error(manifest, self.forward_env, forward_flag):
+            raise ValueError(error)
+        update: dict[str, Any] = {"reward_range": manifest.reward.range}
+        budget = manifest.resources.episode_timeout_s
+        if self.episode_timeout_s is None and budget is not None:
+            update["episode_timeout_s"] = budget
+        return self.model_copy(update=update)
+
     def limits(self) -> EpisodeLimits:
         return EpisodeLimits(
             reset_timeout_s=self.reset_timeout_s,
             step_timeout_s=self.step_timeout_s,
             max_invalid_actions=self.max_invalid_actions,
             capacity_wait_s=self.capacity_wait_s,
+            episode_timeout_s=self.episode_timeout_s,
+            reward=self.reward,
+            reward_range=self.reward_range,
         )
 
 
-__all__ = ["EpisodeSettings"]
+class TaskSettings(BaseModel):
+    """Where the taskset's tasks come from: `resets`, or the env's own tasks (OpenEnv's
+    Task API), and how rollouts of one task start."""
+
+    resets: list[dict[str, Any]] | None = None
+    """One task per entry, each passed to OpenEnv's `reset(**kwargs)`. Unset: the
+    env's own tasks when its server offers OpenEnv's Task API (see `split`), else one
+    empty reset. Set together with the env's tasks (`split` given), each entry's
+    kwargs are added to every env task's reset (one task per pair)."""
+    split: str | None = None
+    """The env's task split to run (OpenEnv Task API): unset, its test split (else
+    validation, else the first); for training set `train`. Setting it requires the
+    Task API."""
+    num_tasks: int | None = Field(None, ge=1)
+    """Most env tasks to take from the split (from `task_offset`); only those are
+    read from the server. Unset: all."""
+    task_offset: int = Field(0, ge=0)
+    """Index of the split's first task to take: with `num_tasks`, a shard of the
+    split (`task_offset = k * num_tasks`)."""
+    shared_seed: bool = True
+    """Give every rollout of a task the same `seed` when its reset kwargs carry none
+    (derived from the task's key), so the rollouts of a group start from the same
+    state and a GRPO baseline compares like with like. Off: the env picks its own."""
+
+    @model_validator(mode="after")
+    def _some_resets(self) -> Self:
+        if self.resets is not None and not self.resets:
+            raise ValueError(
+                "resets is empty: give at least one reset, e.g. [{}], or leave it "
+                "unset for the env's own tasks"
+            )
+        return self
+
+
+__all__ = ["EpisodeSettings", "TaskSettings"]

@@ -369,7 +369,13 @@ def read_image_options(
     """`target.provider_kwargs` read as the options `model` of a launcher that runs
     an image (Docker, Swarm): options of a UV launch are dropped with a warning,
     anything else unknown or invalid is an `EnvFailure` naming it and the known ones."""
-    kwargs = dict(target.provider_kwargs)
+    from openenv_v1.core.manifest import manifest_defaults
+
+    # The env folder's openenv.yaml declares default limits; options set win.
+    kwargs = {
+        **manifest_defaults(model.model_fields, target.provider_kwargs),
+        **target.provider_kwargs,
+    }
     ignored = sorted(UV_ONLY_OPTIONS & kwargs.keys())
     if ignored:
         logger.warning(

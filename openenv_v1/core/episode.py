@@ -65,6 +65,9 @@ from openenv_v1.core.turns import Turn, TurnRenderer
 logger = logging.getLogger(__name__)
 
 StopReason = Literal["done", "invalid_actions", "error"]
+RewardMode = Literal["sum", "last"]
+"""How an episode's reward comes from its steps' rewards: their sum, or the last one
+the env gave (OpenEnv's harness's contract)."""
 ToolCalls = Literal["text", "native"]
 """How the model acts: a reply written as text, or native tool calls."""
 
@@ -77,6 +80,13 @@ class EpisodeLimits:
     """Consecutive invalid actions that end the episode."""
     capacity_wait_s: float = 30.0
     """How long reset retries (with backoff) a server at capacity."""
+    episode_timeout_s: float | None = None
+    """Wall seconds from the reset on after which no more steps are taken (the
+    episode fails, naming the budget); None: no budget."""
+    reward: RewardMode = "sum"
+    reward_range: tuple[float, float] | None = None
+    """The range the env declares its rewards in (openenv.yaml); a reward outside it
+    is counted in `EpisodeReport.rewards_outside`."""
 
 
 @dataclass
@@ -96,6 +106,34 @@ class EpisodeReport:
     """Wall seconds the reset took, as the client saw it (request and server work)."""
     step_s: list[float] = field(default_factory=list)
     """Wall seconds of each answered step, in order, as the client saw them."""
+    step_rewards: list[float | None] = field(default_factory=list)
+    """Each answered step's reward as the env gave it (None: it gave none)."""
+    reward_mode: RewardMode = "sum"
+    rewards_outside: int = 0
+    """Step rewards outside the env's declared range (`EpisodeLimits.reward_range`)."""
+
+    reset_reward: float | None = None
+    """The reward the reset gave, if any."""
+
+    @property
+    def scored(self) -> bool:
+        """Whether the env gave a reward at all (on a step or on the reset). An
+        unscored episode's reward is None, never 0.0; but invalid actions that ran
+        out are the model's failure and score what was earned (0.0 if nothing)."""
+        given = [self.reset_reward, *self.step_rewards]
+        return self.stop_reason == "invalid_actions" or any(
+            r is not None for r in given
+        )
+
+    def final_reward(self) -> float | None:
+        """The episode's reward by `reward_mode`: the sum of the step rewards, or
+        the last one given; None when the env gave none."""
+        if not self.scored:
+            return None
+        if self.reward_mode == "last":
+            given = [r for r in self.step_rewards if r is not None]
+            return given[-1] if given else self.reward
+        return self.reward
 
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
@@ -104,13 +142,17 @@ class EpisodeReport:
         """The account as the trace's `info["openenv"]` shows it: reward, steps,
         invalid actions, stop reason, and the named signals when there are any."""
         info: dict[str, Any] = {
-            "reward": self.reward,
+            "reward": self.final_reward(),
+            "reward_mode": self.reward_mode,
+            "step_rewards": list(self.step_rewards),
             "steps": self.steps,
             "invalid_actions": self.invalid_actions,
             "stop_reason": self.stop_reason,
         }
         if self.signals:
             info["signals"] = dict(self.signals)
+        if self.rewards_outside:
+            info["rewards_outside_range"] = self.rewards_outside
         return info
 
     def timing(self) -> dict[str, Any]:
@@ -160,13 +202,14 @@ class EnvEpisode:
         self.label = label
         self.reset_params = reset_params
         """The env's reset signature when its source was read; None when unknown."""
-        self.report = EpisodeReport()
+        self.report = EpisodeReport(reward_mode=limits.reward)
         self.turns = TurnRenderer(
             observation_format, observation_images, max_observation_chars
         )
         self.message_timeout_s = message_timeout_s
         """The client's own per-message timeout (`EnvTarget.message_timeout_s`)."""
         self.native = tool_calls == "native"
+        self._reset_at = time.monotonic()
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -203,6 +246,7 @@ class EnvEpisode:
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
         self.report.reset_s = time.perf_counter() - started
+        self._reset_at = time.monotonic()
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
@@ -252,6 +296,11 @@ class EnvEpisode:
                 "the env server closed the session (it stopped, restarted or dropped "
                 "the connection); not reconnecting to a fresh env mid-episode"
             )
+        budget = self.limits.episode_timeout_s
+        if budget is not None and time.monotonic() - self._reset_at > budget:
+            return self._failed(
+                f"the episode budget of {budget:.0f}s (episode_timeout_s) is spent"
+            )
         started = time.perf_counter()
         try:
             result = await self._step(action)
@@ -273,7 +322,7 @@ class EnvEpisode:
         report = self.report
         report.step_s.append(time.perf_counter() - started)
         report.steps += 1
-        self._absorb(result)
+        self._absorb(result, step=True)
         if report.done:
             report.stop_reason = "done"
         observation = result.observation or {}
@@ -301,8 +350,16 @@ class EnvEpisode:
         async with asyncio.timeout(self.limits.step_timeout_s):
             return await self.client.step(action)
 
-    def _absorb(self, result: Any) -> None:
-        self.report.reward += float(result.reward or 0.0)
+    def _absorb(self, result: Any, step: bool = False) -> None:
+        reward = None if result.reward is None else float(result.reward)
+        if not step:
+            self.report.reset_reward = reward
+        else:
+            self.report.step_rewards.append(reward)
+            span = self.limits.reward_range
+            if reward is not None and span and not span[0] <= reward <= span[1]:
+                self.report.rewards_outside += 1
+        self.report.reward += reward or 0.0
         self.report.done = bool(result.done)
         signals = _signals(result.metadata) or _signals(
             (result.observation or {}).get("metadata")

@@ -29,6 +29,10 @@ def mirror(report: EpisodeReport, state: OpenEnvState) -> None:
     state.signals = dict(report.signals)
     state.reset_s = report.reset_s
     state.step_s = list(report.step_s)
+    state.step_rewards = list(report.step_rewards)
+    state.reset_reward = report.reset_reward
+    state.reward_mode = report.reward_mode
+    state.rewards_outside = report.rewards_outside
 
 
 def account(state: OpenEnvState) -> EpisodeReport:
@@ -44,6 +48,10 @@ def account(state: OpenEnvState) -> EpisodeReport:
         signals=dict(state.signals),
         reset_s=state.reset_s,
         step_s=list(state.step_s),
+        step_rewards=list(state.step_rewards),
+        reset_reward=state.reset_reward,
+        reward_mode=state.reward_mode,  # type: ignore[arg-type]
+        rewards_outside=state.rewards_outside,
     )
 
 

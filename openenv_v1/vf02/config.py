@@ -12,14 +12,14 @@ by `require_target()`, which the taskset calls when it is built.
 from __future__ import annotations
 
 import os
-from typing import Any, Self
+from typing import Self
 
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.launchers import ProviderName
-from openenv_v1.settings import EpisodeSettings
+from openenv_v1.settings import EpisodeSettings, TaskSettings
 
 
 class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
@@ -41,8 +41,9 @@ class OpenEnvTaskConfig(vf.TaskConfig):
     """The OpenEnv user simulator, under `--taskset.task.user.*`."""
 
 
-class OpenEnvConfig(vf.TasksetConfig):
-    """An OpenEnv environment as a finite taskset: one task per entry of `resets`."""
+class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
+    """An OpenEnv environment as a finite taskset: one task per entry of `resets`, or
+    the env's own tasks (OpenEnv's Task API; see `openenv_v1.settings.TaskSettings`)."""
 
     env: str | None = None
     """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
@@ -97,8 +98,6 @@ class OpenEnvConfig(vf.TasksetConfig):
     verifiers once (a fraction of a second of CPU per rollout instead of a few
     seconds). Off: each simulator is a fresh interpreter. Linux, simulator on this
     host."""
-    resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
-    """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     tool_calls: ToolCalls = "text"
     """How the model acts. `text`: each reply is an action written as JSON (or bare
     text), for any model. `native`: the env's MCP tools (for other envs, one `act`
@@ -129,8 +128,6 @@ class OpenEnvConfig(vf.TasksetConfig):
                 user.runtime = user.runtime.model_copy(update={"vm": True})
             else:
                 user.runtime = vf.PrimeConfig(vm=True)
-        if not self.resets:
-            raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
         if self.tool_calls == "native":
             self._require_local_user()
         return self

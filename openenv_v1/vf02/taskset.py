@@ -2,6 +2,14 @@
 
     taskset = OpenEnvTaskset(OpenEnvConfig(env="openenv/wordle", resets=[{"seed": 1}]))
     tasks = taskset.load()   # one OpenEnvTask per reset, name "openenv/wordle#0"
+    OpenEnvConfig(base_url=url, split="test", num_tasks=50)   # the env's own tasks
+
+Without `resets`, an env whose server offers OpenEnv's Task API gives the tasks
+(`openenv_v1.core.tasks`): listed from `base_url`, or from the first server of the
+shared-server pool (launched anyway), or else from a launch of its own for the
+listing. The env folder's `openenv.yaml` (`openenv_v1.core.manifest`) sets default
+episode budget and reward range and is checked for credentials when the taskset is
+built.
 
 The user simulator (`OpenEnvUser`) plays the episode and keeps its account on the
 rollout state; the task turns that account into the reward (`openenv_reward`, the sum
@@ -23,14 +31,18 @@ prepares the program it runs (`openenv_v1.vf02.null_harness`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+import os
+from collections.abc import Callable, Iterator
 
 import verifiers.v1 as vf
 
 from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.launchers import check_launcher
+from openenv_v1.core.manifest import ManifestError, read_manifest
 from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.tasks import taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
@@ -43,6 +55,8 @@ from openenv_v1.vf02.simulator_slots import (
     default_starting,
 )
 from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
+
+logger = logging.getLogger(__name__)
 
 
 class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
@@ -108,7 +122,19 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
 
     @vf.reward
     async def openenv_reward(self, trace: vf.Trace) -> float:
-        return trace.state.reward
+        """The episode's reward (`reward`: sum or last). verifiers 0.2 has no
+        unscored reward: an episode the env gave no reward scores 0.0 here, and
+        `info.openenv.reward` None and metric `openenv_unscored` 1 say so."""
+        return account(trace.state).final_reward() or 0.0
+
+    @vf.metric
+    async def openenv_unscored(self, trace: vf.Trace) -> float:
+        return 0.0 if account(trace.state).scored else 1.0
+
+    @vf.metric
+    async def openenv_rewards_outside_range(self, trace: vf.Trace) -> float:
+        """Step rewards outside the range the env's openenv.yaml declares."""
+        return float(trace.state.rewards_outside)
 
     @vf.metric
     async def openenv_steps(self, trace: vf.Trace) -> float:
@@ -151,9 +177,16 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         super().__init__(config)
         route_to_verifiers()
         share_tls_context()  # verifiers opens an MCP client per user turn
+        user = config.task.user
+        self.manifest = None
+        if not config.base_url:
+            try:
+                self.manifest = read_manifest(user.provider_kwargs.get("project_path"))
+            except ManifestError as e:
+                raise ValueError(str(e)) from None
+            user = user.with_manifest(self.manifest, "--taskset.task.user.forward-env")
         secret_env = config.forwarded_values()
         self.pool: ServerPool | None = None
-        user = config.task.user
         launch = EnvTarget(
             env=config.env,
             base_url=config.base_url,
@@ -170,7 +203,8 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         except EnvFailure as e:
             raise ValueError(str(e)) from None
         # Here rather than in the rollouts: their logs are not kept by verifiers.
-        warn_unknown_reset_kwargs(launch, config.resets)
+        warn_unknown_reset_kwargs(launch, config.resets or [])
+        self._launch = launch
         if config.shares_servers():
             self.pool = ServerPool(
                 launch,
@@ -215,20 +249,36 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         if self.forks is not None:
             self.forks.close()
 
+    def _lease(self) -> tuple[str, Callable[[], None]]:
+        """A shared server to list the env's tasks on (the pool's first, launched
+        anyway) and its release."""
+        assert self.pool is not None
+        lease, url = self.pool.lease(os.getpid())
+        return url, lambda: self.pool.release(lease) if self.pool else None
+
     def load(self) -> Iterator[OpenEnvTask]:
         config = self.config
         source = config.base_url or config.env
-        for idx, reset in enumerate(config.resets):
+        lease = self._lease if self.pool is not None else None
+        try:
+            planned, where = taskset_tasks(config, source, self._launch, lease)
+        except EnvFailure as e:
+            raise ValueError(str(e)) from None
+        logger.info("%s: %d tasks from %s", source, where.taken, where.kind)
+        for idx, plan in enumerate(planned):
             task = OpenEnvTask(
                 OpenEnvData(
                     idx=idx,
-                    name=f"{source}#{idx}",
+                    name=plan.name,
                     prompt=None,
                     env=None if config.base_url else config.env,
                     base_url=config.base_url,
                     use_docker=bool(config.use_docker and not config.base_url),
                     provider=None if config.base_url else config.provider,
-                    reset=reset,
+                    reset=plan.reset,
+                    key=plan.key,
+                    seed=plan.seed,
+                    env_task=plan.env_task,
                     tool_calls=config.tool_calls,
                 ),
                 self._task_config,

@@ -49,6 +49,7 @@ from openenv_v1.core import (
 )
 from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.errors import describe, setup_failure
+from openenv_v1.core.tasks import reset_kwargs
 from openenv_v1.core.turns import Turn, TurnRenderer
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
@@ -70,13 +71,25 @@ class OpenEnvData(vf.TaskData):
     """Where a launched server runs (`OpenEnvConfig.provider`); None: UV or Docker."""
     reset: dict[str, Any]
     """Keyword arguments for the env's `reset`."""
+    key: str = ""
+    """What the task is (`openenv_v1.core.tasks.task_key`), not its position."""
+    seed: int | None = None
+    """The seed every rollout of the task resets with, when `reset` has none."""
+    env_task: Any = None
+    """The env's own spec of the task (Task API): for the trace, never the model."""
     tool_calls: ToolCalls = "text"
     """How the model acts: replies written as text, or native tool calls."""
 
 
 class OpenEnvState(vf.State):
     reward: float = 0.0
-    """Sum of the step rewards so far."""
+    """Sum of the step rewards so far (with the reset's)."""
+    step_rewards: list[float | None] = []
+    """Each step's reward as the env gave it (None: none)."""
+    reset_reward: float | None = None
+    reward_mode: str = "sum"
+    rewards_outside: int = 0
+    """Step rewards outside the env's declared range."""
     done: bool = False
     steps: int = 0
     invalid_actions: int = 0
@@ -134,7 +147,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 max_observation_chars=config.max_observation_chars,
                 tool_calls=task.tool_calls,
             )
-            self._opening = await episode.reset(task.reset)
+            self._opening = await episode.reset(reset_kwargs(task.reset, task.seed))
             self._episode = episode
         except Exception as e:
             self._failure = setup_failure(target.label, e)

@@ -16,7 +16,7 @@ the taskset is built.
 from __future__ import annotations
 
 import os
-from typing import Any, Self
+from typing import Self
 
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
@@ -25,11 +25,12 @@ from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode import ToolCalls
 from openenv_v1.core.launch import PoolLeases
 from openenv_v1.core.launchers import ProviderName
-from openenv_v1.settings import EpisodeSettings
+from openenv_v1.settings import EpisodeSettings, TaskSettings
 
 
-class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
-    """An OpenEnv environment as a finite taskset: one task per entry of `resets`."""
+class OpenEnvConfig(EpisodeSettings, TaskSettings, vf.TasksetConfig):
+    """An OpenEnv environment as a finite taskset: one task per entry of `resets`, or
+    the env's own tasks (OpenEnv's Task API; see `openenv_v1.settings.TaskSettings`)."""
 
     env: str | None = None
     """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
@@ -50,8 +51,6 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
     image in `provider_kwargs.image`, else one built from
     `provider_kwargs.project_path`'s Dockerfile, else the Space's image. Containers are
     shared like UV servers (`shared_servers`). Not with `base_url`."""
-    resets: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
-    """One task per entry, each passed to OpenEnv's `reset(**kwargs)`."""
     tool_calls: ToolCalls = "text"
     """How the model acts. `text`: each reply is an action written as JSON (or bare
     text), for any model. `native`: the env's MCP tools (for other envs, one `act`
@@ -81,8 +80,6 @@ class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig):
             base_url=self.base_url,
             flags="--env.taskset.",
         )
-        if not self.resets:
-            raise ValueError("resets is empty: give at least one reset, e.g. [{}]")
         return self
 
     def require_target(self) -> None:

@@ -33,6 +33,7 @@ import verifiers.v1 as vf
 from openenv_v1.core import EnvEpisode, EpisodeReport, open_episode
 from openenv_v1.core.errors import setup_failure
 from openenv_v1.core.pool import LocalLeases, ServerPool
+from openenv_v1.core.tasks import reset_kwargs
 from openenv_v1.core.turns import Turn
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.chat import OpenEnvChatHarness
@@ -111,7 +112,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                     max_observation_chars=config.max_observation_chars,
                     tool_calls=config.tool_calls,
                 )
-                turn = await episode.reset(data.reset)
+                turn = await episode.reset(reset_kwargs(data.reset, data.seed))
             except Exception as e:
                 raise OpenEnvError(setup_failure(target.label, e)) from None
             report = episode.report
@@ -153,9 +154,16 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
 
 
 def record(trace: vf.Trace, report: EpisodeReport) -> None:
-    """The episode account onto the trace: reward, metrics, `info["openenv"]` and
-    the env's own time in `info["openenv_timing"]`."""
-    trace.record_reward("openenv_reward", report.reward)
+    """The episode account onto the trace: reward (None, unscored, when the env gave
+    none), metrics, `info["openenv"]` and the env's own time in
+    `info["openenv_timing"]`."""
+    reward = report.final_reward()
+    if reward is None:
+        trace.rewards["openenv_reward"] = None  # unscored, never 0.0
+    else:
+        trace.record_reward("openenv_reward", reward)
+    trace.record_metric("openenv_unscored", 0.0 if report.scored else 1.0)
+    trace.record_metric("openenv_rewards_outside_range", report.rewards_outside)
     trace.record_metric("openenv_steps", report.steps)
     trace.record_metric("openenv_invalid_action_count", report.invalid_actions)
     for name, value in report.signals.items():

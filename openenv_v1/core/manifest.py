@@ -1,0 +1,203 @@
+"""What an env folder's `openenv.yaml` declares, as far as running it goes.
+
+OpenEnv 0.10 models the manifest's `validation:` block in `openenv.validation`
+(strictly: a block that declares only its resources fails there). openenv-core 0.3.0
+has no such module. So it is read here, on both lines, with `yaml.safe_load` and a
+lenient model of the same field names; unknown fields are ignored, and a field of the
+wrong type is an error naming it:
+
+    validation:
+      reward: {range: [0, 1]}
+      resources: {cpu: 1, memory_mb: 512, disk_mb: 1024, episode_timeout_s: 300}
+      network: {mode: no-network}            # public | no-network | allowlist
+      execution: {requires_credentials: [OPENAI_API_KEY]}   # or `true`
+
+    manifest = read_manifest("/path/to/env")   # None: no openenv.yaml, or no block
+
+What each declaration does: `episode_timeout_s` is the default episode budget (the
+`episode_timeout_s` setting wins); `resources` are the default limits of a Docker,
+Swarm or cloud container; `network.mode: no-network` runs the container without
+egress; a reward outside `reward.range` is flagged on the episode; and
+`requires_credentials` is checked against `forward_env` before anything runs
+(OpenEnv's own field is a bool; a list of variable names is read too, and then the
+missing ones are named).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MANIFEST = "openenv.yaml"
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Resources(_Lenient):
+    cpu: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
+    disk_mb: int | None = Field(None, gt=0)
+    episode_timeout_s: float | None = Field(None, gt=0)
+    gpus: int = Field(0, ge=0)
+
+
+class Network(_Lenient):
+    mode: Literal["public", "no-network", "allowlist"] = "public"
+    allowed_hosts: list[str] = []
+
+
+class RewardRange(_Lenient):
+    range: tuple[float, float] | None = None
+
+    @field_validator("range")
+    @classmethod
+    def _increasing(cls, value: tuple[float, float] | None) -> Any:
+        if value is not None and not (
+            math.isfinite(value[0]) and math.isfinite(value[1]) and value[0] < value[1]
+        ):
+            raise ValueError(f"reward range must be finite and increasing, got {value}")
+        return value
+
+
+class Execution(_Lenient):
+    requires_credentials: bool | list[str] = False
+
+
+class Manifest(_Lenient):
+    """The `validation:` block of an `openenv.yaml` (see the module docstring)."""
+
+    path: str = ""
+    """The file it was read from."""
+    reward: RewardRange = RewardRange()
+    resources: Resources = Resources()
+    network: Network = Network()
+    execution: Execution = Execution()
+
+    def summary(self) -> dict[str, Any]:
+        """What was read, as `check` shows it."""
+        return {
+            "path": self.path,
+            "reward_range": list(self.reward.range) if self.reward.range else None,
+            "resources": self.resources.model_dump(exclude_none=True),
+            "network": self.network.mode,
+            "allowed_hosts": list(self.network.allowed_hosts),
+            "requires_credentials": self.execution.requires_credentials,
+        }
+
+    def reward_outside(self, reward: float | None) -> bool:
+        """Whether `reward` falls outside the declared range (None: unscored, never)."""
+        if reward is None or self.reward.range is None:
+            return False
+        low, high = self.reward.range
+        return not low <= reward <= high
+
+    def missing_credentials(
+        self, forward_env: Sequence[str], environ: Any = os.environ
+    ) -> list[str] | None:
+        """The declared credentials the eval will not hand the server: names not in
+        `forward_env` or not set in `environ`. `[]`: all there; None: the manifest
+        declares credentials without names and `forward_env` is empty."""
+        need = self.execution.requires_credentials
+        if need is True:
+            return None if not forward_env else []
+        if not need:
+            return []
+        return [n for n in need if n not in forward_env or n not in environ]
+
+    def container_limits(self) -> dict[str, Any]:
+        """Default container options of a launch: `cpus`, `memory` (Docker's string
+        form), and `egress: False` for `no-network` (taken by a launcher whose
+        options have an `egress` switch)."""
+        limits: dict[str, Any] = {}
+        if self.resources.cpu is not None:
+            limits["cpus"] = self.resources.cpu
+        if self.resources.memory_mb is not None:
+            limits["memory"] = f"{self.resources.memory_mb}m"
+        if self.network.mode == "no-network":
+            limits["egress"] = False
+        return limits
+
+
+class ManifestError(ValueError):
+    """The `openenv.yaml` exists but cannot be used; the message names the field."""
+
+
+def read_manifest(folder: str | os.PathLike[str] | None) -> Manifest | None:
+    """The manifest of the env folder `folder`, or None when it has no `openenv.yaml`
+    or the file has no `validation:` block. A malformed one is a `ManifestError`."""
+    if not folder:
+        return None
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ManifestError(f"{path} cannot be read as YAML: {e}") from e
+    if not isinstance(raw, dict) or raw.get("validation") is None:
+        return None
+    block = raw["validation"]
+    if not isinstance(block, dict):
+        raise ManifestError(f"{path}: `validation:` must be a mapping")
+    try:
+        return Manifest.model_validate({**block, "path": str(path)})
+    except ValidationError as e:
+        fields = "; ".join(
+            f"validation.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+            for err in e.errors()
+        )
+        raise ManifestError(f"{path}: {fields}") from None
+
+
+def credentials_error(
+    manifest: Manifest, forward_env: Sequence[str], flag: str
+) -> str | None:
+    """The error for credentials the manifest declares and the eval will not pass
+    (None: nothing missing). `flag` is how the user sets `forward_env`."""
+    missing = manifest.missing_credentials(forward_env)
+    if missing == []:
+        return None
+    if missing is None:
+        return (
+            f"{manifest.path} declares requires_credentials, but {flag} names none: "
+            "add the variables the env needs (exported in the eval's environment)"
+        )
+    return (
+        f"{manifest.path} declares credentials {', '.join(missing)}, which the eval "
+        f"does not pass: export {'them' if len(missing) > 1 else 'it'} and add "
+        f"{'them' if len(missing) > 1 else 'it'} to {flag}"
+    )
+
+
+def manifest_defaults(fields: Any, provider_kwargs: Any) -> dict[str, Any]:
+    """The container limits the manifest of `provider_kwargs["project_path"]`
+    declares, for the launcher options named in `fields` (a model's fields); the
+    caller's own options override them. A manifest that cannot be read adds none (the
+    taskset reports it)."""
+    path = provider_kwargs.get("project_path")
+    if not isinstance(path, str) or path.startswith("git+"):
+        return {}
+    try:
+        manifest = read_manifest(path)
+    except ManifestError:
+        return {}
+    if manifest is None:
+        return {}
+    return {k: v for k, v in manifest.container_limits().items() if k in fields}
+
+
+__all__ = [
+    "Manifest",
+    "ManifestError",
+    "credentials_error",
+    "manifest_defaults",
+    "read_manifest",
+]

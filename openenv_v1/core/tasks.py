@@ -1,0 +1,402 @@
+"""The env's own tasks: OpenEnv's Task API, read from a running server.
+
+An OpenEnv 0.10 server whose env implements `TaskProvider` serves its tasks over HTTP:
+`GET /list_environments` (the env's name), `GET /{name}/splits`, `POST /{name}/num_tasks`
+and `POST /{name}/task_range`; a task is played by `reset(split=..., index=...)`. A 404
+(openenv-core 0.3.0 servers have no such routes) or a 501 (the env implements no
+`TaskProvider`) means the server offers none, and the taskset keeps its `resets`.
+
+    api = read_task_api("http://127.0.0.1:8000")       # None: no Task API
+    split = api.choose_split(None)                      # the test split, else the first
+    tasks = api.tasks(split, offset=0, limit=100)       # EnvTask(split, index, spec)
+
+Only `num_tasks` and one `task_range` page per 256 tasks are read: a split of a million
+tasks costs nothing until its tasks are asked for. The spec a task comes with (its id,
+an answer, whatever the env puts there) is the env's metadata: it goes into the task's
+data for the trace, never into what the model sees. Everything the server answers is
+untrusted: split names must be strings, counts non-negative integers.
+
+Launched envs have no server yet when the taskset lists its tasks: `list_launched`
+launches one (the taskset's shared-server pool's first server when there is one: see
+the tasksets), reads the tasks and stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from openenv_v1.core.errors import EnvFailure, describe
+
+_T = TypeVar("_T")
+_PAGE = 256
+"""Tasks asked for per `task_range` request."""
+_NO_TASK_API = (404, 405, 501)
+SPLIT_PREFERENCE = {"eval": ("test", "validation"), "train": ("train",)}
+"""Split types (or names) chosen by default, in order, for each purpose."""
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str
+    type: str
+    """`train`, `validation` or `test` (OpenEnv's normalized type)."""
+
+
+@dataclass(frozen=True)
+class EnvTask:
+    split: str
+    index: int
+    spec: Any = None
+    """What the env's `task_range` says about the task (None when it has no such
+    route); metadata for the trace, never shown to the model."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.split}#{self.index}"
+
+
+@dataclass(frozen=True)
+class TaskApi:
+    """The Task API of one server (`read_task_api`)."""
+
+    base_url: str
+    env_name: str
+    splits: tuple[Split, ...]
+    timeout_s: float = 30.0
+
+    def choose_split(self, split: str | None, purpose: str = "eval") -> str:
+        """`split` when the env has it (else an error naming the env's splits); unset,
+        the env's split for `purpose` (`eval`: a test split, else a validation one;
+        `train`: a train split), else its first."""
+        names = [s.name for s in self.splits]
+        if not names:
+            raise EnvFailure(f"{self.base_url}: the env's Task API lists no splits")
+        if split is not None:
+            if split not in names:
+                raise EnvFailure(
+                    f"split {split!r} is not one of the env's splits "
+                    f"({', '.join(names)}): set `split` to one of them"
+                )
+            return split
+        for wanted in SPLIT_PREFERENCE.get(purpose, ()):
+            for s in self.splits:
+                if wanted in (s.type, s.name):
+                    return s.name
+        return names[0]
+
+    def num_tasks(self, split: str) -> int:
+        body = self._post("num_tasks", {"split": split})
+        count = body.get("num_tasks") if isinstance(body, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise EnvFailure(
+                f"{self.base_url}: num_tasks for split {split!r} answered {body!r}, "
+                "not a count"
+            )
+        return count
+
+    def tasks(
+        self, split: str, offset: int = 0, limit: int | None = None
+    ) -> list[EnvTask]:
+        """Tasks `offset` to `offset + limit` of `split` (to its end when `limit` is
+        None), each with its spec when the env serves `task_range`."""
+        count = self.num_tasks(split)
+        stop = count if limit is None else min(count, offset + limit)
+        if offset >= stop:
+            return []
+        specs: list[Any] = []
+        for start in range(offset, stop, _PAGE):
+            page = self._range(split, start, min(stop, start + _PAGE))
+            if page is None:  # no task_range: indices only
+                specs = [None] * (stop - offset)
+                break
+            specs += page
+        return [EnvTask(split, offset + i, spec) for i, spec in enumerate(specs)]
+
+    def _range(self, split: str, start: int, stop: int) -> list[Any] | None:
+        try:
+            body = self._post(
+                "task_range", {"split": split, "start": start, "stop": stop}
+            )
+        except _NotServed:
+            return None
+        tasks = body.get("tasks") if isinstance(body, dict) else None
+        if not isinstance(tasks, list):
+            return None
+        # An env may answer short or long: pad or cut to the range asked for.
+        tasks = tasks[: stop - start]
+        return tasks + [None] * (stop - start - len(tasks))
+
+    def _post(self, route: str, body: dict[str, Any]) -> Any:
+        url = f"{self.base_url}/{self.env_name}/{route}"
+        return _json(url, self.timeout_s, body)
+
+
+class _NotServed(Exception):
+    """The route answered 404 / 405 / 501."""
+
+
+def _json(url: str, timeout_s: float, body: dict[str, Any] | None = None) -> Any:
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
+            response = http.post(url, json=body) if body is not None else http.get(url)
+    except httpx.HTTPError as e:
+        raise EnvFailure(f"{url}: {describe(e)}") from e
+    if response.status_code in _NO_TASK_API:
+        raise _NotServed(url)
+    if response.status_code != 200:
+        raise EnvFailure(
+            f"{url} answered {response.status_code}: {response.text[:300]}"
+        )
+    try:
+        return response.json()
+    except ValueError as e:
+        raise EnvFailure(f"{url} answered with no JSON: {response.text[:300]}") from e
+
+
+def read_task_api(base_url: str, timeout_s: float = 30.0) -> TaskApi | None:
+    """The server's Task API, or None when it offers none (404 / 501)."""
+    base = base_url.rstrip("/")
+    try:
+        names = _json(f"{base}/list_environments", timeout_s)
+        if not isinstance(names, list) or not names or not isinstance(names[0], str):
+            return None
+        env_name = names[0]
+        raw = _json(f"{base}/{env_name}/splits", timeout_s)
+    except _NotServed:
+        return None
+    if not isinstance(raw, list):
+        raise EnvFailure(f"{base}/{env_name}/splits answered {raw!r}, not a list")
+    splits = []
+    for entry in raw:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            kind = entry.get("type")
+            splits.append(Split(entry["name"], kind if isinstance(kind, str) else ""))
+        elif isinstance(entry, str):
+            splits.append(Split(entry, entry))
+    return TaskApi(base, env_name, tuple(splits), timeout_s)
+
+
+def list_launched(target: Any, list_tasks: Any) -> Any:
+    """Launch `target` (an `EnvTarget`) once, call `list_tasks(base_url)` on it, and
+    stop it; for a taskset whose env has no server yet. Runs on a thread of its own,
+    so it works from inside a running event loop too."""
+    from openenv_v1.core.launch import http_base, open_env
+
+    async def launch_and_list() -> Any:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await open_env(target, stack)
+            url = http_base(client.base_url or target.label)
+            return await asyncio.to_thread(list_tasks, url)
+
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = asyncio.run(launch_and_list())
+        except BaseException as e:  # handed to the caller's thread
+            result["error"] = e
+
+    thread = threading.Thread(target=run, name="openenv-v1-task-listing")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task of a taskset, whichever line runs it."""
+
+    name: str
+    reset: dict[str, Any]
+    """The reset kwargs as configured (with `split` and `index` for an env task)."""
+    key: str
+    """`task_key`: what the task is, not where it sits in a list."""
+    seed: int | None = None
+    """The seed every rollout of the task resets with (`shared_seed`), when its
+    kwargs carry none; None: the env picks."""
+    env_task: Any = None
+    """The env's spec of an env task (metadata: the trace's, never the model's)."""
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where a taskset's tasks came from, as `check` and the logs say it."""
+
+    kind: str
+    """`resets`, `env tasks` or `default reset`."""
+    split: str | None = None
+    splits: tuple[Split, ...] = ()
+    counts: dict[str, int] | None = None
+    taken: int = 0
+
+
+def plan_tasks(
+    source: str | None,
+    resets: list[dict[str, Any]] | None,
+    api: TaskApi | None,
+    *,
+    split: str | None = None,
+    num_tasks: int | None = None,
+    task_offset: int = 0,
+    seeded: bool = True,
+    purpose: str = "eval",
+) -> tuple[list[PlannedTask], TaskSource]:
+    """The tasks of a taskset: the env's own (when `api` is given: `split`, from
+    `task_offset`, at most `num_tasks`, each reset with `split` and `index` plus each
+    entry of `resets`), else one per entry of `resets` (default one empty reset)."""
+    if api is None:
+        if split is not None:
+            raise EnvFailure(
+                f"split {split!r} is set, but {source} offers no Task API (OpenEnv's "
+                "TaskProvider: its server answers 404/501, or its source defines no "
+                "list_splits): drop `split` and give `resets`"
+            )
+        kind = "resets" if resets is not None else "default reset"
+        planned = [
+            _planned(f"{source}#{i}", dict(reset), source, seeded)
+            for i, reset in enumerate(resets if resets is not None else [{}])
+        ]
+        return planned, TaskSource(kind, taken=len(planned))
+    chosen = api.choose_split(split, purpose)
+    env_tasks = api.tasks(chosen, task_offset, num_tasks)
+    extras = resets if resets is not None else [{}]
+    planned = []
+    for task in env_tasks:
+        for j, extra in enumerate(extras):
+            name = task.name if len(extras) == 1 else f"{task.name}.{j}"
+            reset = {**extra, "split": task.split, "index": task.index}
+            planned.append(_planned(name, reset, source, seeded, task.spec))
+    return planned, TaskSource("env tasks", chosen, api.splits, taken=len(planned))
+
+
+def _planned(
+    name: str, reset: dict[str, Any], source: str | None, seeded: bool, spec: Any = None
+) -> PlannedTask:
+    key = task_key(source, reset)
+    seed = shared_seed(key) if seeded and "seed" not in reset else None
+    return PlannedTask(name, reset, key, seed, spec)
+
+
+def reset_kwargs(reset: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
+    """The kwargs a rollout resets with: the task's, plus its shared seed if any."""
+    return dict(reset) if seed is None else {"seed": seed, **reset}
+
+
+def defines_tasks(source_dir: str) -> bool:
+    """Whether the env's local source defines a `TaskProvider` (a Python file with
+    `def list_splits`)."""
+    root = Path(source_dir)
+    skip = {".venv", "venv", "node_modules", ".git", "__pycache__"}
+    for path in root.rglob("*.py"):
+        if skip & set(path.relative_to(root).parts):
+            continue
+        with contextlib.suppress(OSError):
+            if "def list_splits" in path.read_text(errors="replace"):
+                return True
+    return False
+
+
+def with_task_api(
+    target: Any,
+    lease: Callable[[], tuple[str, Callable[[], None]]] | None,
+    use: Callable[[TaskApi | None], _T],
+) -> _T:
+    """`use(api)` with the Task API of `target`'s server, or None when it offers
+    none. The server: `target.base_url`; else one leased with `lease()` (a shared
+    server pool's: returns its URL and the release); else a launch of its own, for
+    the listing only (`list_launched`: one more server start)."""
+    if target.base_url:
+        return use(read_task_api(target.base_url))
+    if lease is not None:
+        url, release = lease()
+        try:
+            return use(read_task_api(url))
+        finally:
+            release()
+    return list_launched(target, lambda url: use(read_task_api(url)))
+
+
+def taskset_tasks(
+    settings: Any,
+    source: str | None,
+    target: Any,
+    lease: Callable[[], tuple[str, Callable[[], None]]] | None = None,
+) -> tuple[list[PlannedTask], TaskSource]:
+    """The tasks of a taskset with `settings` (`openenv_v1.settings.TaskSettings`):
+    the env's own when `resets` is unset (or `split` is set) and its server offers
+    the Task API, else its `resets`. `target` is where the env's server comes from
+    (see `with_task_api`). The server is asked only where that costs no launch of
+    an env that has no tasks: a `base_url`, an env whose local source defines
+    `list_splits`, or `split` set. A Space or image without `split` keeps its
+    `resets` (default one empty reset)."""
+    from openenv_v1.core.episode import env_source_dir
+
+    def plan(api: TaskApi | None) -> tuple[list[PlannedTask], TaskSource]:
+        return plan_tasks(
+            source,
+            settings.resets,
+            api,
+            split=settings.split,
+            num_tasks=settings.num_tasks,
+            task_offset=settings.task_offset,
+            seeded=settings.shared_seed,
+        )
+
+    if settings.split is None:
+        if settings.resets is not None:
+            return plan(None)
+        if not target.base_url:
+            source_dir = env_source_dir(target) or _project_dir(target)
+            if source_dir is None or not defines_tasks(source_dir):
+                return plan(None)
+    return with_task_api(target, lease, plan)
+
+
+def _project_dir(target: Any) -> str | None:
+    """The env's local folder for any launcher (a Docker build's too)."""
+    path = target.provider_kwargs.get("project_path")
+    if isinstance(path, str) and not path.startswith("git+") and Path(path).is_dir():
+        return path
+    return None
+
+
+def task_key(source: str | None, reset: Mapping[str, Any]) -> str:
+    """A task's stable identity: its env and its reset kwargs (split and index for an
+    env task), not its position in a list."""
+    blob = json.dumps({"env": source, "reset": reset}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def shared_seed(key: str) -> int:
+    """The seed every rollout of the task keyed `key` resets with (31 bits)."""
+    return int(key[:8], 16) & 0x7FFF_FFFF
+
+
+__all__ = [
+    "EnvTask",
+    "PlannedTask",
+    "TaskSource",
+    "plan_tasks",
+    "reset_kwargs",
+    "Split",
+    "TaskApi",
+    "list_launched",
+    "defines_tasks",
+    "with_task_api",
+    "read_task_api",
+    "shared_seed",
+    "task_key",
+    "taskset_tasks",
+]
