@@ -7,14 +7,19 @@ server's own output as soon as it dies), plus a hint for the fix.
 
 Stages, in order; the first failure ends the check:
 
+    manifest           the env folder's openenv.yaml, if it has one (what it declares)
     launch | connect   open_env (UV, Docker, or base_url)
     health, metadata   GET /health (must be OK), GET /metadata (optional)
+    tasks              OpenEnv's Task API: splits and their counts, and which tasks a
+                       taskset without `resets` would run
     schema             the action schema; for an MCP env, its tools (and whether its
                        calls go as steps or, on openenv-core 0.2.2, as JSON-RPC)
     reset              reset(**reset) on the rollout's session: the first observation,
                        and the turn the model gets (text length, images, cuts)
     step               one --action, parsed like a model reply, stepped (and its turn)
     seed check         the same reset (and action) on a fresh session: same results?
+                       Without a seed in the reset: does the env honour seeds (seed 1
+                       twice, then seed 2)?
     sessions           how many concurrent sessions the server accepts
 
 Session capacity is not published by OpenEnv servers (no endpoint reports
@@ -50,8 +55,10 @@ from openenv_v1.core.errors import (
 )
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
 from openenv_v1.core.launchers import launcher_label
+from openenv_v1.core.manifest import ManifestError, read_manifest
 from openenv_v1.core.mcp_route import SessionRpcClient, route_mcp_steps
 from openenv_v1.core.schema import ActionSpec, fetch_action_spec, read_reset_params
+from openenv_v1.core.tasks import read_task_api
 from openenv_v1.core.turns import Turn, TurnRenderer
 
 _CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
@@ -99,6 +106,12 @@ class CheckReport:
     reused, seconds), the container (name, id, published binding, seconds to ready)."""
     health: str | None = None
     metadata: dict[str, Any] | None = None
+    manifest: dict[str, Any] | None = None
+    """What the env folder's openenv.yaml declares (None: no file, or no
+    `validation:` block)."""
+    tasks: dict[str, Any] | None = None
+    """The Task API: `offered`, its `splits` with their `num_tasks`, and what a
+    taskset without `resets` runs (`taskset_uses`)."""
     action: dict[str, Any] | None = None
     tools: list[dict[str, Any]] | None = None
     reset: dict[str, Any] | None = None
@@ -244,6 +257,13 @@ async def _check(
     progress: Callable[[str], None],
 ) -> None:
     target = options.target
+    report.stage = "manifest"
+    if not target.base_url:
+        try:
+            manifest = read_manifest(target.provider_kwargs.get("project_path"))
+        except ManifestError as e:
+            raise StageFailed(str(e)) from e
+        report.manifest = manifest.summary() if manifest else None
     report.stage = "connect" if target.base_url else "launch"
     progress(_launch_line(target))
     started = time.monotonic()
@@ -258,6 +278,8 @@ async def _check(
         report.health = await _health(http, url)
         report.stage = "metadata"
         report.metadata = await _metadata(http, url, report)
+        report.stage = "tasks"
+        report.tasks = await asyncio.to_thread(_tasks, url, options.timeout_s, report)
         report.stage = "schema"
         raw_action = await _raw_action_schema(http, url)
     spec = await fetch_action_spec(client, url, options.timeout_s)
@@ -363,6 +385,29 @@ async def _metadata(
     if not isinstance(body, dict):
         return None
     return {k: v for k, v in body.items() if v not in (None, "")}
+
+
+def _tasks(url: str, timeout_s: float, report: CheckReport) -> dict[str, Any]:
+    """The server's Task API and what a taskset without `resets` would run."""
+    try:
+        api = read_task_api(url, timeout_s)
+        if api is None:
+            return {"offered": False, "splits": [], "taskset_uses": "default reset"}
+        splits = [
+            {"name": s.name, "type": s.type, "num_tasks": api.num_tasks(s.name)}
+            for s in api.splits
+        ]
+        chosen = api.choose_split(None)
+    except EnvFailure as e:
+        report.warnings.append(f"the Task API failed: {e}")
+        return {"offered": False, "splits": [], "taskset_uses": "default reset"}
+    return {
+        "offered": True,
+        "env_name": api.env_name,
+        "splits": splits,
+        "split": chosen,
+        "taskset_uses": "env tasks",
+    }
 
 
 async def _raw_action_schema(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
@@ -481,9 +526,10 @@ async def _seed_check(
     action: dict[str, Any] | None,
     stepped: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """Repeat the reset (and the action) on a fresh session and compare."""
+    """Repeat the reset (and the action) on a fresh session and compare. Without a
+    seed in the reset kwargs: whether the env honours seeds at all."""
     if "seed" not in options.reset:
-        return {"status": "skipped", "reason": "no `seed` in the reset kwargs"}
+        return await _seed_honoured(session, options)
     compared = ["reset"] + (["step"] if action is not None else [])
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -505,6 +551,48 @@ async def _seed_check(
         "status": "differs" if differences else "match",
         "compared": compared,
         "differences": differences,
+    }
+
+
+async def _seeded_reset(
+    session: EnvTarget, options: CheckOptions, seed: int
+) -> dict[str, Any]:
+    """`reset(**reset, seed=seed)` on a fresh session."""
+    async with contextlib.AsyncExitStack() as stack:
+        client = route_mcp_steps(
+            await open_env(session, stack),
+            env_source_dir(options.target),
+            options.target.label,
+        )
+        kwargs = {**options.reset, "seed": seed}
+        return _result(
+            await _retry_capacity(
+                lambda: _call("reset", client.reset(**kwargs), options.timeout_s)
+            )
+        )
+
+
+async def _seed_honoured(session: EnvTarget, options: CheckOptions) -> dict[str, Any]:
+    """Reset with seed 1 on two fresh sessions and with seed 2 on a third: `honoured`
+    (seed 1 twice alike, seed 2 different), `ignored` (all alike: the seed changes
+    nothing the reset shows) or `not honoured` (seed 1 twice different). Rollouts of
+    a group share a start (`shared_seed`) only on an env that honours seeds."""
+    try:
+        one = await _seeded_reset(session, options, 1)
+        again = await _seeded_reset(session, options, 1)
+        two = await _seeded_reset(session, options, 2)
+    except (StageFailed, EnvFailure) as e:
+        return {"status": "error", "compared": ["reset"], "error": str(e)}
+    repeat = _differences("reset", one, again)
+    if repeat:
+        status = "not honoured"
+    else:
+        status = "honoured" if _differences("reset", one, two) else "ignored"
+    return {
+        "status": status,
+        "compared": ["reset"],
+        "seeds": [1, 1, 2],
+        "differences": repeat,
     }
 
 

@@ -120,7 +120,63 @@ def _seed_text(seed: dict[str, Any]) -> str:
         return f"match: same {what} results on two fresh sessions{note}"
     if status == "differs":
         return "DIFFERS on two fresh sessions: " + ", ".join(seed["differences"])
+    if status == "honoured":
+        return (
+            "honoured: seed 1 twice gave the same reset, seed 2 another (rollouts of "
+            "a group share their start)"
+        )
+    if status == "ignored":
+        return (
+            "ignored: seeds 1 and 2 gave the same reset (the seed changes nothing "
+            "the reset shows; pass --reset with a seed to compare a step)"
+        )
+    if status == "not honoured":
+        return (
+            "NOT honoured: seed 1 twice gave different resets ("
+            + ", ".join(seed["differences"])
+            + "); rollouts of a group will not share their start"
+        )
     return f"error: {seed['error']}"
+
+
+def manifest_text(manifest: dict[str, Any]) -> str:
+    """What the env's openenv.yaml declares, one line each."""
+    lines = [str(manifest["path"])]
+    if manifest["reward_range"]:
+        low, high = manifest["reward_range"]
+        lines.append(f"reward range [{low}, {high}] (rewards outside are flagged)")
+    resources = dict(manifest["resources"])
+    budget = resources.pop("episode_timeout_s", None)
+    if budget is not None:
+        lines.append(f"episode budget {budget}s (unless episode_timeout_s is set)")
+    if resources:
+        shown = ", ".join(f"{k} {v}" for k, v in resources.items())
+        lines.append(f"resources {shown} (default container limits)")
+    network = manifest["network"]
+    if network == "allowlist":
+        network += ": " + ", ".join(manifest["allowed_hosts"])
+    lines.append(f"network {network}")
+    creds = manifest["requires_credentials"]
+    if creds:
+        names = ", ".join(creds) if isinstance(creds, list) else "unnamed"
+        lines.append(f"requires credentials ({names}): pass them with forward_env")
+    return "\n".join(lines)
+
+
+def tasks_text(tasks: dict[str, Any]) -> str:
+    """The Task API's splits and what a taskset without `resets` runs."""
+    if not tasks["offered"]:
+        return (
+            "no Task API (404/501): a taskset runs its `resets`, by default one "
+            "empty reset"
+        )
+    splits = ", ".join(
+        f"{s['name']} ({s['num_tasks']:,} tasks)" for s in tasks["splits"]
+    )
+    return (
+        f"Task API: {splits}\nwithout `resets` a taskset runs the env's tasks of "
+        f"split {tasks['split']} (set `split` for another)"
+    )
 
 
 def _sessions_text(sessions: dict[str, Any]) -> str:
@@ -164,6 +220,10 @@ def render_report(report: CheckReport) -> str:
         name = " ".join(str(meta[k]) for k in ("name", "version") if k in meta)
         about = f": {meta['description']}" if meta.get("description") else ""
         lines += _row("metadata", f"{name}{about}" if meta else "(none published)")
+    if report.manifest:
+        lines += _row("manifest", manifest_text(report.manifest))
+    if report.tasks:
+        lines += _row("tasks", tasks_text(report.tasks))
     if action := report.action:
         if action["mcp"]:
             shown = f"MCP tool calls (server action {action['title']})"

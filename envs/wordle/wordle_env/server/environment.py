@@ -1,4 +1,10 @@
-"""OpenEnv `Environment` around `WordleGame`; one instance per WebSocket session."""
+"""OpenEnv `Environment` around `WordleGame`; one instance per WebSocket session.
+
+It serves a small Task API (OpenEnv's `TaskProvider`): splits `train` (200 games)
+and `test` (20), task `index` of a split being the game of seed `SPLIT_SEEDS[split] +
+index`; `reset(split=..., index=...)` plays it. A task's spec is its id and seed,
+never the word.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +35,18 @@ RULES = (
 )
 
 
+SPLITS = {"train": 200, "test": 20}
+SPLIT_SEEDS = {"train": 1000, "test": 0}
+
+
+def task_spec(split: str, index: int) -> dict[str, Any]:
+    if split not in SPLITS:
+        raise KeyError(f"no split {split!r}; the splits are {', '.join(SPLITS)}")
+    if not 0 <= index < SPLITS[split]:
+        raise IndexError(index)
+    return {"id": f"{split}-{index}", "seed": SPLIT_SEEDS[split] + index}
+
+
 class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState]):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -43,9 +61,14 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         seed: int | None = None,
         episode_id: str | None = None,
         word: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
         **kwargs: Any,
     ) -> WordleObservation:
-        """New game. `seed` makes the secret reproducible; `word` fixes it (for tests)."""
+        """New game. `seed` makes the secret reproducible; `word` fixes it (for tests);
+        `split` and `index` play that task (its seed wins over `seed`)."""
+        if split is not None:
+            seed = task_spec(split, index or 0)["seed"]
         self._game = WordleGame.new(seed=seed, word=word)
         self._messages = [WordleMessage(id=-1, content=RULES, category="GAME")]
         self._state = WordleState(episode_id=episode_id or str(uuid.uuid4()))
@@ -90,6 +113,26 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     @property
     def state(self) -> WordleState:
         return self._state
+
+    # The Task API (OpenEnv's TaskProvider): discovery only, no side effects.
+    def list_splits(self) -> list[dict[str, str]]:
+        return [{"name": name, "type": name} for name in SPLITS]
+
+    def num_tasks(self, split: str) -> int:
+        task_spec(split, 0)
+        return SPLITS[split]
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        return [task_spec(split, i) for i in range(self.num_tasks(split))]
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        return task_spec(split, index)
+
+    def get_task_range(
+        self, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[dict[str, Any]]:
+        indices = range(self.num_tasks(split))[start:stop]
+        return [task_spec(split, i) for i in indices]
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(

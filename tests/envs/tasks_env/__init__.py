@@ -1,0 +1,1 @@
+"""Sums to answer, with OpenEnv's Task API: a test fixture (see server/environment.py)."""
