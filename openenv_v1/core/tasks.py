@@ -264,10 +264,14 @@ def plan_tasks(
                 "list_splits): drop `split` and give `resets`"
             )
         kind = "resets" if resets is not None else "default reset"
-        planned = [
-            _planned(f"{source}#{i}", dict(reset), source, seeded)
-            for i, reset in enumerate(resets if resets is not None else [{}])
-        ]
+        seen: dict[str, int] = {}
+        planned = []
+        for i, reset in enumerate(resets if resets is not None else [{}]):
+            # The n-th copy of one reset is a task of its own, keyed as such.
+            blob = json.dumps(reset, sort_keys=True, default=str)
+            copy = seen[blob] = seen.get(blob, -1) + 1
+            name = f"{source}#{i}"
+            planned.append(_planned(name, dict(reset), source, seeded, copy=copy))
         return planned, TaskSource(kind, taken=len(planned))
     chosen = api.choose_split(split, purpose)
     env_tasks = api.tasks(chosen, task_offset, num_tasks)
@@ -282,9 +286,14 @@ def plan_tasks(
 
 
 def _planned(
-    name: str, reset: dict[str, Any], source: str | None, seeded: bool, spec: Any = None
+    name: str,
+    reset: dict[str, Any],
+    source: str | None,
+    seeded: bool,
+    spec: Any = None,
+    copy: int = 0,
 ) -> PlannedTask:
-    key = task_key(source, reset)
+    key = task_key(source, reset, copy)
     seed = shared_seed(key) if seeded and "seed" not in reset else None
     return PlannedTask(name, reset, key, seed, spec)
 
@@ -372,10 +381,14 @@ def _project_dir(target: Any) -> str | None:
     return None
 
 
-def task_key(source: str | None, reset: Mapping[str, Any]) -> str:
+def task_key(source: str | None, reset: Mapping[str, Any], copy: int = 0) -> str:
     """A task's stable identity: its env and its reset kwargs (split and index for an
-    env task), not its position in a list."""
-    blob = json.dumps({"env": source, "reset": reset}, sort_keys=True, default=str)
+    env task), not its position in a list; `copy` counts earlier tasks with the same
+    kwargs, so that keys stay unique."""
+    what: dict[str, Any] = {"env": source, "reset": reset}
+    if copy:
+        what["copy"] = copy
+    blob = json.dumps(what, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -25,7 +25,7 @@ from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launchers import check_launcher
 from openenv_v1.core.manifest import ManifestError, read_manifest
-from openenv_v1.core.tasks import taskset_tasks
+from openenv_v1.core.tasks import task_key, taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig
 
@@ -52,6 +52,18 @@ class OpenEnvTask(vf.Task[OpenEnvData]):
     def key(self) -> str:
         """What the task is, so a reordered or extended `resets` list resumes."""
         return self.data.key or super().key
+
+    @property
+    def hash(self) -> str:
+        """The task's content without its position (`idx` and the name's `#idx`,
+        which verifiers' content hash would include): verifiers 0.4.0's `--resume`
+        matches saved episodes to tasks by this hash."""
+        if not self.data.key:
+            return super().hash
+        data = self.data.model_dump(mode="json", exclude_none=True)
+        data.pop("idx", None)
+        data.pop("name", None)
+        return task_key(self.data.key, data)
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
