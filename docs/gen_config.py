@@ -69,6 +69,22 @@ SECTIONS = (
         ),
     ),
     Section(
+        title="Tasks (both lines)",
+        source="openenv_v1/settings.py",
+        cls="TaskSettings",
+        intro=(
+            "Where the tasks come from: `resets`, or the env's own tasks when its "
+            "server offers OpenEnv's Task API (see [check.md](check.md), which lists "
+            "an env's splits), and how the rollouts of one task start. The taskset's "
+            "own settings on both lines: `--taskset.*` on verifiers 0.2, "
+            "`--env.taskset.*` on 0.4."
+        ),
+        flags=(
+            ("verifiers 0.2 flag", "--taskset."),
+            ("verifiers 0.4 flag", "--env.taskset."),
+        ),
+    ),
+    Section(
         title="Taskset, verifiers 0.2 (`eval`)",
         source="openenv_v1/vf02/config.py",
         cls="OpenEnvConfig",

@@ -50,10 +50,13 @@ def _own_fields(model: type, *bases: type) -> set[str]:
 def test_the_source_reader_finds_every_field_pydantic_finds():
     """The generator reads source, not classes: check it against the classes this
     environment can import (the installed verifiers line)."""
-    from openenv_v1.settings import EpisodeSettings
+    from openenv_v1.settings import EpisodeSettings, TaskSettings
 
     assert _documented("openenv_v1/settings.py", "EpisodeSettings") == set(
         EpisodeSettings.model_fields
+    )
+    assert _documented("openenv_v1/settings.py", "TaskSettings") == set(
+        TaskSettings.model_fields
     )
     import verifiers.v1 as vf
 
@@ -61,7 +64,7 @@ def test_the_source_reader_finds_every_field_pydantic_finds():
         from openenv_v1.vf02 import config
 
         assert _documented("openenv_v1/vf02/config.py", "OpenEnvConfig") == (
-            _own_fields(config.OpenEnvConfig, vf.TasksetConfig) - {"task"}
+            _own_fields(config.OpenEnvConfig, TaskSettings, vf.TasksetConfig) - {"task"}
         )
         assert _documented("openenv_v1/vf02/config.py", "OpenEnvUserConfig") == (
             _own_fields(config.OpenEnvUserConfig, EpisodeSettings, vf.UserConfig)
@@ -70,7 +73,9 @@ def test_the_source_reader_finds_every_field_pydantic_finds():
         from openenv_v1.vf04 import config
 
         assert _documented("openenv_v1/vf04/config.py", "OpenEnvConfig") == (
-            _own_fields(config.OpenEnvConfig, EpisodeSettings, vf.TasksetConfig)
+            _own_fields(
+                config.OpenEnvConfig, EpisodeSettings, TaskSettings, vf.TasksetConfig
+            )
         )
         assert _documented("openenv_v1/vf04/config.py", "OpenEnvEnvConfig") == (
             _own_fields(config.OpenEnvEnvConfig, vf.EnvConfig)

@@ -197,6 +197,8 @@ def test_native_calls_score_exactly_as_text_replies(
     assert trace["metrics"]["openenv_steps"] == 4
     assert trace["info"]["openenv"] == {
         "reward": 1.5,
+        "reward_mode": "sum",
+        "step_rewards": [0.25, 0.0, 0.25, 1.0],
         "steps": 4,
         "invalid_actions": 0,
         "stop_reason": "done",
