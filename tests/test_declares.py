@@ -323,3 +323,40 @@ def test_check_of_an_env_without_task_api_says_the_taskset_runs_its_resets(
         "train": 200,
         "test": 20,
     }
+
+
+async def test_a_docker_launch_of_an_env_folder_takes_its_declared_limits(
+    real_docker, tmp_path
+):
+    """The container of a Docker launch from a folder whose openenv.yaml declares
+    resources runs with those cpus and memory (on the engine)."""
+    from openenv_v1.core import open_env
+    from openenv_v1.core.docker_reaper import OWNER_LABEL, owner_token
+    from tests.real_docker import CODE_ENV, docker_json, labelled, remove_labelled
+
+    project = tmp_path / "code_env"
+    shutil.copytree(CODE_ENV, project)
+    manifest = project / "openenv.yaml"
+    manifest.write_text(
+        manifest.read_text()
+        + "validation:\n  resources: {cpu: 0.5, memory_mb: 300, disk_mb: 100,"
+        " episode_timeout_s: 60}\n"
+    )
+    mine = f"{OWNER_LABEL}={owner_token()}"
+    target = EnvTarget(
+        env="test/code_env",
+        use_docker=True,
+        provider_kwargs={"project_path": str(project)},
+        launch_timeout_s=180,
+    )
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await open_env(target, stack)
+            (container,) = labelled(mine)
+            (info,) = docker_json("inspect", container)
+            await client.reset()
+    finally:
+        remove_labelled(mine)
+    host = info["HostConfig"]
+    assert host["NanoCpus"] == 500_000_000
+    assert host["Memory"] == 300 * 1024**2
