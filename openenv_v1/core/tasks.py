@@ -16,9 +16,15 @@ an answer, whatever the env puts there) is the env's metadata: it goes into the 
 data for the trace, never into what the model sees. Everything the server answers is
 untrusted: split names must be strings, counts non-negative integers.
 
-Launched envs have no server yet when the taskset lists its tasks: `list_launched`
-launches one (the taskset's shared-server pool's first server when there is one: see
-the tasksets), reads the tasks and stops it.
+`taskset_tasks` plans a taskset's tasks, whichever line runs it: the env's own
+(`split#index`, reset with split and index plus each `resets` entry) or one per
+`resets` entry, each keyed by what it is (`task_key`) and, unless its kwargs carry a
+seed, given one seed for all its rollouts (`shared_seed`). A launched env has no
+server yet when the tasks are listed (in the eval process, before any rollout):
+`with_task_api` then leases the shared-server pool's first server where there is one,
+else launches the env once for the listing (`list_launched`) and stops it. It asks
+only where that cannot be a launch in vain: a `base_url`, a local source that defines
+`list_splits`, or `split` set (docs/env-declares.md).
 """
 
 from __future__ import annotations
@@ -238,7 +244,6 @@ class TaskSource:
     """`resets`, `env tasks` or `default reset`."""
     split: str | None = None
     splits: tuple[Split, ...] = ()
-    counts: dict[str, int] | None = None
     taken: int = 0
 
 
