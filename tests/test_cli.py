@@ -147,7 +147,8 @@ def test_check_lists_the_tools_of_an_mcp_env(counter_url):
     assert "peek()  Return the counter" in out
     assert "submit(answer: integer)  Submit the final counter value" in out
     assert "-> reward 0.25, done false" in out
-    assert "skipped: no `seed`" in out
+    # Without a seed in --reset: does the env honour seeds? (The counter ignores them.)
+    assert "seed check  ignored: seeds 1 and 2 gave the same reset" in out
 
 
 def test_check_fails_within_its_timeout_when_list_tools_never_answers():

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe
 
+logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _PAGE = 256
 """Tasks asked for per `task_range` request."""
@@ -368,14 +370,26 @@ def taskset_tasks(
             seeded=settings.shared_seed,
         )
 
-    if settings.split is None:
-        if settings.resets is not None:
+    if settings.split is not None:
+        return with_task_api(target, lease, plan)
+    if settings.resets is not None:
+        return plan(None)
+    if not target.base_url:
+        source_dir = env_source_dir(target) or _project_dir(target)
+        if source_dir is None or not defines_tasks(source_dir):
             return plan(None)
-        if not target.base_url:
-            source_dir = env_source_dir(target) or _project_dir(target)
-            if source_dir is None or not defines_tasks(source_dir):
-                return plan(None)
-    return with_task_api(target, lease, plan)
+    try:
+        return with_task_api(target, lease, plan)
+    except EnvFailure as e:
+        # Unasked for: a server that cannot be listed now keeps today's default
+        # task, whose rollout then meets (and reports) the same failure.
+        logger.warning(
+            "%s: could not read the env's tasks (%s); running one empty reset "
+            "(set `split` to require the env's tasks, or give `resets`)",
+            target.label,
+            e,
+        )
+        return plan(None)
 
 
 def _project_dir(target: Any) -> str | None:
