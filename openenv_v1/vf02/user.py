@@ -195,7 +195,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 # A reply that called no tool gets a reminder, counted as invalid
                 # (with the calls the eval process counted).
                 absorb_invalid(report, self.state)
-                turn = self._episode.no_tool_call()
+                turn = await self._episode.reply_without_call(message)
             else:
                 turn = await self._episode.act(message)
         mirror(report, self.state)

@@ -139,17 +139,24 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             segment = await interaction.turn(user_message(turn))
             if segment.terminated:
                 return  # a turn limit or the player's own stop ended the run
+            finish = last_finish_reason(interaction.trace)
             if episode.native:
                 # The harness stepped the tool calls; it returns with the episode
                 # still on only after a reply that called no tool.
-                turn = episode.no_tool_call()
+                turn = await episode.reply_without_call(segment.last_reply, finish)
             else:
-                turn = await episode.act(segment.last_reply)
+                turn = await episode.act(segment.last_reply, finish)
         if report.stop_reason == "invalid_actions":
             # The model gets the last feedback turn only if it could act on it.
             interaction.trace.stop(STOP_INVALID)
         elif report.stop_reason == "done":
             interaction.trace.stop(STOP_DONE)
+
+
+def last_finish_reason(trace: vf.Trace) -> str | None:
+    """Why the model stopped in the last answered call (`length`: cut off)."""
+    last = next((c for c in reversed(trace.calls) if c.error is None), None)
+    return last.finish_reason if last else None
 
 
 def record(trace: vf.Trace, report: EpisodeReport) -> None:
