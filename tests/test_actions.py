@@ -229,7 +229,7 @@ def test_a_truncated_final_object_is_refused_not_completed():
 
 
 def test_stray_braces_in_prose_do_not_hide_the_action():
-    reply = "Use {curly} sets like {it's fine}. Answer: {\"column\": 4}"
+    reply = 'Use {curly} sets like {it\'s fine}. Answer: {"column": 4}'
     assert parse_action(reply, COLUMN) == {"column": 4}
 
 
@@ -313,7 +313,9 @@ def test_a_remote_ref_in_the_schema_is_never_fetched(monkeypatch):
             "required": ["x"],
         }
     )
-    with pytest.raises(InvalidAction, match="schema cannot be checked.*fault of the env"):
+    with pytest.raises(
+        InvalidAction, match="schema cannot be checked.*fault of the env"
+    ):
         parse_action('{"x": 1}', spec)
 
 
@@ -341,7 +343,9 @@ def test_text_tool_calls_are_mcp_actions_in_text_mode(reply):
 
 
 def test_text_tool_call_of_act_is_the_action():
-    reply = '<tool_call>{"name": "act", "arguments": {"message": "[crane]"}}</tool_call>'
+    reply = (
+        '<tool_call>{"name": "act", "arguments": {"message": "[crane]"}}</tool_call>'
+    )
     assert parse_action(reply, WORDLE) == {"message": "[crane]"}
     assert text_tool_call(reply, WORDLE) == ("act", {"message": "[crane]"})
 
