@@ -1,5 +1,7 @@
 """Turning model replies into actions: accepted forms and precise refusals."""
 
+import http.server
+import threading
 from typing import Annotated, Union
 
 import pytest
@@ -299,24 +301,42 @@ def test_a_deeply_nested_reply_is_an_invalid_action_not_a_crash(reply):
         parse_action(reply, COLUMN)
 
 
-def test_a_remote_ref_in_the_schema_is_never_fetched(monkeypatch):
-    import urllib.request
+def test_a_remote_ref_in_the_schema_is_never_fetched():
+    """A real server on 127.0.0.1 that would answer the `$ref` with a valid schema
+    (jsonschema's default registry fetches it, and the reply would then pass)."""
+    hits = []
 
-    def no_fetch(*args, **kwargs):
-        raise AssertionError("the validator tried to fetch a remote $ref")
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-    monkeypatch.setattr(urllib.request, "urlopen", no_fetch)
-    spec = ActionSpec(
-        schema={
-            "type": "object",
-            "properties": {"x": {"$ref": "http://127.0.0.1:9/x.json"}},
-            "required": ["x"],
-        }
-    )
-    with pytest.raises(
-        InvalidAction, match="schema cannot be checked.*fault of the env"
-    ):
-        parse_action('{"x": 1}', spec)
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x.json"
+        spec = ActionSpec(
+            schema={
+                "type": "object",
+                "properties": {"x": {"$ref": url}},
+                "required": ["x"],
+            }
+        )
+        with pytest.raises(InvalidAction, match="schema cannot be checked.*env"):
+            parse_action('{"x": 1}', spec)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == []
 
 
 # --- Tool calls written as text ------------------------------------------------
@@ -347,7 +367,7 @@ def test_text_tool_call_of_act_is_the_action():
         '<tool_call>{"name": "act", "arguments": {"message": "[crane]"}}</tool_call>'
     )
     assert parse_action(reply, WORDLE) == {"message": "[crane]"}
-    assert text_tool_call(reply, WORDLE) == ("act", {"message": "[crane]"})
+    assert text_tool_call(reply) == ("act", {"message": "[crane]"})
 
 
 def test_native_text_fallback_finds_the_last_call_and_drops_reasoning():
@@ -355,13 +375,13 @@ def test_native_text_fallback_finds_the_last_call_and_drops_reasoning():
         '<think>{"name": "add", "arguments": {"n": 1}}</think>'
         'Calling: <tool_call>{"name": "add", "arguments": {"n": 3}}</tool_call>'
     )
-    assert text_tool_call(reply, COUNTER) == ("add", {"n": 3})
-    assert text_tool_call("I am not sure what to do.", COUNTER) is None
-    assert text_tool_call("", COUNTER) is None
+    assert text_tool_call(reply) == ("add", {"n": 3})
+    assert text_tool_call("I am not sure what to do.") is None
+    assert text_tool_call("") is None
     with pytest.raises(InvalidAction, match="ended inside its reasoning"):
-        text_tool_call('<think><tool_call>{"name": "add"', COUNTER)
+        text_tool_call('<think><tool_call>{"name": "add"')
     with pytest.raises(InvalidAction, match="not closed"):
-        text_tool_call('<tool_call>{"name": "add", "arguments": {"n": 3', COUNTER)
+        text_tool_call('<tool_call>{"name": "add", "arguments": {"n": 3')
 
 
 def test_structured_call_arguments_are_read_leniently_and_checked():

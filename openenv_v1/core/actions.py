@@ -48,7 +48,6 @@ from openenv_v1.core.replies import (
     UNCLOSED_OBJECT,
     Found,
     InvalidAction,
-    Objects,
     as_call,
     decode,
     final_answer,
@@ -78,14 +77,13 @@ def parse_action(
 
 def text_tool_call(
     reply: str,
-    spec: ActionSpec,
     *,
     finish_reason: str | None = None,
     delimiters: Delimiters = REASONING_DELIMITERS,
 ) -> tuple[str, Any] | None:
     """Native tool calling, a reply with no structured call: the last tool call
-    written in its text (name, arguments), or None when it writes none."""
-    del spec  # the call is checked by `call_to_action`, like a structured one
+    written in its text (name, arguments), or None when it writes none. (The call is
+    checked by `call_to_action`, as a structured one is.)"""
     if not reply.strip():
         return None
     answer = final_answer(reply, delimiters, finish_reason)
@@ -152,7 +150,9 @@ def _addressed(found: Found, spec: ActionSpec) -> dict[str, Any] | None:
     env (rule 2), else None."""
     value = found.value
     if spec.is_mcp:
-        if found.call is None or not isinstance(found.call[0], str):
+        if "tool_name" in value:
+            return value  # the call-tool form: checked whole, extra keys included
+        if found.call is None:
             return None
         name, arguments = found.call
         return {"tool_name": name, "arguments": arguments}
@@ -346,7 +346,6 @@ def _explain(error: Any) -> str:
 
 __all__ = [
     "InvalidAction",
-    "Objects",
     "call_to_action",
     "coerce",
     "parse_action",

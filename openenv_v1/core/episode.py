@@ -247,7 +247,6 @@ class EnvEpisode:
         try:
             call = text_tool_call(
                 reply,
-                self.spec,
                 finish_reason=finish_reason,
                 delimiters=self.limits.reasoning_delimiters,
             )

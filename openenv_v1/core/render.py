@@ -1,8 +1,11 @@
 """Model-facing text: observations, the action format, and invalid-action feedback.
 
-The opening turn carries the reset observation plus the action format (schema or tool
-list) once; later turns carry only the new observation. After an invalid action the
-feedback names the problem and repeats the format, so the model can recover.
+The opening turn carries the reset observation plus the action format once: one
+instruction (for an action of one string field, the env's own format: reply with the
+value itself; else the JSON schema; for an MCP env the call format and a bounded tool
+list); later turns carry only the new observation. After an invalid action the
+feedback names the problem and repeats the format (an MCP env's tools by name only),
+so the model can recover.
 
 What an observation shows (`_visible`), before formatting:
 
@@ -330,7 +333,7 @@ def _raw_format(spec: ActionSpec) -> str:
     lines = [f"Reply with the {name} itself as plain text{what}."]
     others = [f for f in spec.fields if f != name]
     schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
-    schema["properties"] = {k: v for k, v in spec.fields.items()}
+    schema["properties"] = dict(spec.fields)
     if others:
         lines.append(
             f"To also set {', '.join(others)}, reply with a JSON object instead: "

@@ -36,6 +36,7 @@ error escapes.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -87,19 +88,31 @@ def final_answer(
     """The reply less its reasoning (rule 1); `InvalidAction` when the reply ended
     inside its reasoning, was cut off, or held nothing else."""
     end, had_reasoning = 0, False
-    for _, close in delimiters:
-        for match in re.finditer(re.escape(close), reply, re.I):
+    for _, close in _patterns(delimiters):
+        for match in close.finditer(reply):
             had_reasoning = True
             end = max(end, match.end())
     answer = reply[end:]
-    for tag, close in delimiters:
-        if re.search(re.escape(tag), answer, re.I):
+    for (tag, close), (opening, _) in zip(
+        delimiters, _patterns(delimiters), strict=True
+    ):
+        if opening.search(answer):
             raise InvalidAction(UNCLOSED_REASONING.format(tag=tag, close=close))
     if finish_reason == "length":
         raise InvalidAction(CUT_OFF)
     if not answer.strip():
         raise InvalidAction(ONLY_REASONING if had_reasoning else "the reply was empty")
     return answer.strip()
+
+
+@functools.lru_cache(maxsize=16)
+def _patterns(
+    delimiters: tuple[tuple[str, str], ...],
+) -> list[tuple[re.Pattern[str], re.Pattern[str]]]:
+    return [
+        (re.compile(re.escape(tag), re.I), re.compile(re.escape(close), re.I))
+        for tag, close in delimiters
+    ]
 
 
 @dataclass(frozen=True)
