@@ -134,6 +134,20 @@ def test_a_huge_tool_list_is_bounded_and_feedback_names_the_tools_only():
     assert len(opening) < MAX_TOOL_LIST_CHARS + 1_000
     assert "more tools not shown; their names: tool_" in opening
     assert opening.count("d" * 500 + " [...]") >= 1 and "d" * 501 not in opening
+    # One tool with a huge input schema still shows its arguments.
+    huge = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "q" * 50_000},
+            "limit": {"type": "integer"},
+        },
+        "required": ["query"],
+    }
+    one = render_action_format(
+        ActionSpec(CALL_TOOL_SCHEMA, (Tool("search", "", huge),))
+    )
+    assert len(one) < 2_500 and "q" * 100 not in one
+    assert "arguments: query (string, required), limit (integer) [schema of" in one
     feedback = render_invalid("the tool call is invalid", spec, 2)
     assert len(feedback) < 2_500
     assert "tool_0, tool_1, tool_2" in feedback and "more." in feedback

@@ -293,6 +293,9 @@ MAX_TOOL_LIST_CHARS = 6_000
 it are named only (or counted, when even the names do not fit)."""
 MAX_TOOL_DESCRIPTION_CHARS = 500
 """Most characters of one tool's description in the tool list."""
+MAX_TOOL_SCHEMA_CHARS = 1_500
+"""Most characters of one tool's input schema in the tool list; a longer one is
+shown as its arguments' names and types."""
 _CALL_FORMAT = (
     "Act by calling one tool per reply, as a JSON object: "
     '{"type":"call_tool","tool_name":<name>,"arguments":{...}}.'
@@ -352,7 +355,7 @@ def _tool_lines(spec: ActionSpec) -> list[str]:
             description = description[:MAX_TOOL_DESCRIPTION_CHARS] + " [...]"
         entry = [f"- {tool.name}: {description}"]
         if tool.input_schema.get("properties"):
-            entry.append(f"  arguments schema: {_compact(tool.input_schema)}")
+            entry.append(_arguments_line(tool.input_schema))
         size = sum(len(line) + 1 for line in entry)
         if used + size > MAX_TOOL_LIST_CHARS:
             lines.append(_rest_of_tools(tools[index:], MAX_TOOL_LIST_CHARS - used))
@@ -360,6 +363,28 @@ def _tool_lines(spec: ActionSpec) -> list[str]:
         lines.extend(entry)
         used += size
     return lines
+
+
+def _arguments_line(schema: dict[str, Any]) -> str:
+    """A tool's input schema, or past `MAX_TOOL_SCHEMA_CHARS` its arguments' names
+    and types only."""
+    text = _compact(schema)
+    if len(text) <= MAX_TOOL_SCHEMA_CHARS:
+        return f"  arguments schema: {text}"
+    required = set(schema.get("required") or [])
+    names = [
+        f"{name} ({_type_name(spec)}{', required' if name in required else ''})"
+        for name, spec in (schema.get("properties") or {}).items()
+    ]
+    summary = _names(names, MAX_TOOL_SCHEMA_CHARS)
+    return f"  arguments: {summary} [schema of {len(text):,} chars not shown]"
+
+
+def _type_name(spec: Any) -> str:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    return str(kind) if kind else "any"
 
 
 def _rest_of_tools(rest: list[Any], room: int) -> str:
