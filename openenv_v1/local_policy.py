@@ -15,6 +15,7 @@ Serves `POST /v1/chat/completions` (non-streaming; all verifiers sends) and
   `<think>` block that mentions another guess (`[fuzzy]`, also as JSON), then the
   guess. Its first reply is cut off inside the reasoning and its second after it
   (`finish_reason: "length"` both times; the second is otherwise a valid guess).
+  Each reply also carries `reasoning_content` naming `[fuzzy]`.
 - `tool-call-text`: `solver` as a tool-calling model served without a tool parser
   writes it: `<tool_call>{"name": "act", "arguments": {...}}</tool_call>` in the
   text, after a `<think>` block holding another call; never a structured call.
@@ -179,6 +180,9 @@ def create_app(
             else tool_calls(reply, body.get("tools") or [])
         )
         message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if mode == "reasoning":
+            # As vLLM's reasoning parser returns it: its own field, never the action.
+            message["reasoning_content"] = '{"message": "[fuzzy]"} [fuzzy]'
         if calls:
             message = {"role": "assistant", "content": None, "tool_calls": calls}
         prompt_chars = sum(len(_text(m.get("content"))) for m in messages)

@@ -48,6 +48,7 @@ def test_reasoning_replies_play_the_final_answer_and_cut_reasoning_gets_feedback
     # reasoning (which the env's own parser would not take for the solver's word).
     assert trace["rewards"]["openenv_reward"] == 1.0
     said = _user_texts(recorded_requests(record))
+    # `[fuzzy]` is in each reply's reasoning and in its `reasoning_content`.
     assert not any("You submitted [fuzzy]" in text for text in said)
     # The first reply was cut inside its reasoning: feedback, not a step. (The second
     # was cut after it; verifiers 0.2 does not pass `finish_reason` to the

@@ -31,6 +31,7 @@ def test_reasoning_replies_play_the_final_answer_and_cut_replies_get_feedback(
     assert trace["info"]["openenv"]["stop_reason"] == "done"
     assert trace["rewards"]["openenv_reward"]["score"] == 1.0
     said = _user_texts(recorded_requests(record))
+    # `[fuzzy]` is in each reply's reasoning and in its `reasoning_content`.
     assert not any("You submitted [fuzzy]" in text for text in said)
     # Both cut-off replies are feedback: the first ended inside its reasoning, the
     # second (a valid guess after closed reasoning) had `finish_reason: "length"`.
