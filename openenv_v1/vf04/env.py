@@ -14,8 +14,10 @@ run out, or the player stops. The shared servers of a UV launch are started in
 
 With native tool calling (`tool_calls="native"`) the episode's tools are lent to the
 chat harness for the play (`openenv_v1.vf04.native`): a segment is the model's
-tool-calling loop, each call one step; a reply that calls no tool gets a reminder,
-counted as an invalid action.
+tool-calling loop, each call one step; a reply that calls no tool is stepped as the
+tool call its text writes, if any, else gets a reminder, counted as an invalid action.
+Each reply goes to the episode with the model call's `finish_reason` (a reply cut at
+the length limit is no action).
 
 The account (`openenv_reward` = summed step rewards, stop `openenv_done` or
 `openenv_invalid_actions`, the metrics, `info["openenv"]`) is written onto the trace
