@@ -134,6 +134,7 @@ COLUMN = ActionSpec(
             "column": {"type": "integer"},
             "drop": {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
             "items": {"type": "array", "items": {"$ref": "#/$defs/Count"}},
+            "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
         },
         "required": ["column"],
         "$defs": {"Count": {"type": "integer"}},
@@ -261,6 +262,7 @@ def test_raw_field_takes_the_last_fenced_block_and_ignores_code_objects():
         ("{'column': 3, 'drop': None}", {"column": 3, "drop": None}),
         ('{"column": 3.0, "drop": "true"}', {"column": 3, "drop": True}),
         ('{"column": 2, "items": ["1", 2]}', {"column": 2, "items": [1, 2]}),
+        ('{"column": 2, "scores": {"a": "1"}}', {"column": 2, "scores": {"a": 1}}),
     ],
 )
 def test_near_json_the_env_would_accept_is_accepted(reply, action):

@@ -244,8 +244,8 @@ def coerce(value: Any, schema: Any, root: Any = None, depth: int = 0) -> Any:
     """`value` with each scalar that does not have its schema's type converted the
     way pydantic's lax mode would (`"3"` -> 3, `"true"` -> True, `3.0` -> 3), where
     that succeeds and gives a finite number; everything else is left as it is for
-    the schema check to judge. Follows `properties`, `items`, local `$ref`s and
-    `anyOf` / `oneOf` branches."""
+    the schema check to judge. Follows `properties`, `additionalProperties`,
+    `items`, local `$ref`s and `anyOf` / `oneOf` branches."""
     root = schema if root is None else root
     if not isinstance(schema, dict) or depth > 32:
         return value
@@ -268,9 +268,14 @@ def coerce(value: Any, schema: Any, root: Any = None, depth: int = 0) -> Any:
                 break
     if isinstance(value, dict):
         properties = schema.get("properties")
-        if isinstance(properties, dict):
+        properties = properties if isinstance(properties, dict) else {}
+        extra = schema.get("additionalProperties")
+        extra = extra if isinstance(extra, dict) else None
+        if properties or extra:
             value = {
-                k: coerce(v, properties[k], root, depth + 1) if k in properties else v
+                k: coerce(v, properties[k], root, depth + 1)
+                if k in properties
+                else (v if extra is None else coerce(v, extra, root, depth + 1))
                 for k, v in value.items()
             }
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
