@@ -58,8 +58,10 @@ REASONING_DELIMITERS: tuple[tuple[str, str], ...] = (
 
 MAX_DEPTH = 64
 """Deepest nesting of a value read from a reply (no env action is deeper)."""
-MAX_REPAIR_CHARS = 100_000
-"""Longest span the near-JSON parsers (JSON5, Python literal) are tried on."""
+MAX_REPAIR_CHARS = 10_000
+"""Longest span the near-JSON parsers (JSON5, Python literal) are tried on: `json5`
+is pure Python, about 35 µs a character here, and a reply is read on the eval's event
+loop (verifiers 0.4)."""
 
 UNCLOSED_REASONING = (
     "your reply ended inside its reasoning ({tag} was never closed by {close}); "
