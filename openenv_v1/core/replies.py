@@ -28,9 +28,9 @@ these rules (docs/replies.md states them for users):
    "function": {"name": ..., "arguments": "<json>"}}`) and Llama's
    `<function=name>{...}</function>`.
 
-Everything is bounded: values nested deeper than `MAX_DEPTH` are refused, the
-fallback parsers read at most `MAX_REPAIR_CHARS` per span, and no parser's recursion
-error escapes.
+Everything is bounded: values nested deeper than `MAX_DEPTH` are refused, only the
+last `MAX_OBJECTS` objects are read, the fallback parsers read at most
+`MAX_REPAIR_CHARS` per span, and no parser's recursion error escapes.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ REASONING_DELIMITERS: tuple[tuple[str, str], ...] = (
 
 MAX_DEPTH = 64
 """Deepest nesting of a value read from a reply (no env action is deeper)."""
+MAX_OBJECTS = 100
+"""Most objects read from one reply: its last ones (the final answer is among them)."""
 MAX_REPAIR_CHARS = 10_000
 """Longest span the near-JSON parsers (JSON5, Python literal) are tried on: `json5`
 is pure Python, about 35 µs a character here, and a reply is read on the eval's event
@@ -146,7 +148,7 @@ def find_objects(answer: str) -> Objects:
     """The answer's top-level JSON objects in order (rules 2 to 4)."""
     spans, unclosed = _spans(answer)
     found = []
-    for start, end in spans:
+    for start, end in spans[-MAX_OBJECTS:]:
         value = decode(answer[start:end])
         if not isinstance(value, dict):
             continue
