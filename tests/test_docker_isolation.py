@@ -202,7 +202,9 @@ async def test_an_image_that_needs_root_runs_as_root_saying_so_unless_told_not_t
                 provider.stop(grace_s=0)
         assert url.startswith("http://") and provider.user == "root"
         assert info["Config"]["User"] == "" and info["HostConfig"]["CapDrop"] == ["ALL"]
-        (warning,) = [r.getMessage() for r in caplog.records if "needs root" in r.message]
+        (warning,) = [
+            r.getMessage() for r in caplog.records if "needs root" in r.message
+        ]
         assert f"image {built.image} needs root" in warning
         assert "this server needs root" in warning
 
@@ -218,7 +220,7 @@ async def test_an_image_that_needs_root_runs_as_root_saying_so_unless_told_not_t
             strict.stop(grace_s=0)
         message = str(failed.value)
         assert "exited with code 4 before it was ready" in message
-        assert 'it ran as user 65534:65534: if the image needs root, set ' in message
+        assert "it ran as user 65534:65534: if the image needs root, set " in message
         assert 'provider_kwargs.user = "root"' in message
         assert labelled(mine) == []
     finally:
