@@ -28,6 +28,7 @@ from openenv_v1.core.docker_reaper import (
     RUN_LABEL,
     host_prefix,
     owner_token,
+    pid_namespace,
     sweep_orphans,
 )
 from openenv_v1.core.pool import ServerPool
@@ -326,7 +327,7 @@ def test_no_service_outlives_its_owner_however_the_owner_ends(real_swarm, end):
 def test_a_reaper_sweeps_services_and_networks_whose_owner_is_gone(real_swarm):
     """A reaper that was itself killed leaves its owner's things behind: the next
     one sweeps services and networks (as containers) whose owner process is gone."""
-    gone = f"{host_prefix()}/999999999/1"  # no such pid on this host
+    gone = f"{host_prefix()}/{pid_namespace()}/999999999/1"  # no such pid here
     run_id = f"test-swarm-orphans-{os.getpid()}"
     labels = [f"{MANAGED_LABEL}=1", f"{OWNER_LABEL}={gone}", f"{RUN_LABEL}={run_id}"]
     flags = [arg for label in labels for arg in ("--label", label)]

@@ -253,7 +253,7 @@ def ensure_env_image(
     if context.mode == "in-repo":
         source += f" (context {context.root}, as the Dockerfile copies from it)"
     chosen = build_network(network)
-    with _build_lock(tag, timeout_s):
+    with build_lock(tag, timeout_s):
         if _image_exists(tag):
             return EnvImage(
                 tag, source, reused=True, seconds=time.monotonic() - started
@@ -390,7 +390,7 @@ def build_lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _build_lock(tag: str, timeout_s: float):
+def build_lock(tag: str, timeout_s: float):
     """One build of `tag` at a time across this user's processes: an exclusive lock
     on a file opened with `O_NOFOLLOW` (a symlink planted there fails, never
     followed), waited for at most `timeout_s` (an `EnvFailure` then)."""
