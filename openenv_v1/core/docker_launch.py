@@ -362,7 +362,7 @@ class DockerLaunch(LocalDockerProvider):
         if image in _needs_root:
             self.user = "root"
             return []
-        own = _image_user(image)
+        own = image_user(image)
         if own.partition(":")[0] not in _ROOT_USERS:
             self.user = None
             return []  # the image names a user of its own: Docker runs it as that
@@ -604,7 +604,7 @@ class _ExitedEarly(Exception):
     """The container exited before its server was ready; `str()` says how."""
 
 
-def _image_user(image: str) -> str:
+def image_user(image: str) -> str:
     """The user the image's config names (`USER`), "" for none or unknown."""
     result = run_docker("image", "inspect", "--format", "{{.Config.User}}", image)
     return result.stdout.strip() if result.returncode == 0 else ""
