@@ -227,3 +227,17 @@ async def test_an_image_that_needs_root_runs_as_root_saying_so_unless_told_not_t
         from tests.test_docker_build import remove_images
 
         remove_images("openenv-v1/root_only_env")
+
+
+def test_a_network_set_by_hand_or_a_port_on_the_isolated_network_names_the_option():
+    """The network is `egress` or `network`, never a `docker_run_args` flag; a host
+    `port` needs a published port, which the isolated network has not. Both fail
+    before anything runs."""
+    for args in (["--network", "host"], ["--net=bridge"]):
+        launch = DockerLaunch(env=ENV, options=DockerOptions(docker_run_args=args))
+        with pytest.raises(EnvFailure, match="use provider_kwargs.network"):
+            launch.start_container("any/image")
+    launch = DockerLaunch(env=ENV, options=DockerOptions(port=8123))
+    with pytest.raises(EnvFailure, match="set provider_kwargs.egress = true"):
+        launch.start_container("any/image")
+    assert launch.container is None

@@ -237,7 +237,6 @@ class DockerLaunch(LocalDockerProvider):
     ) -> str:
         options = self.options
         env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
-        network = self._network()
         publish = options.egress or options.network is not None
         if (port or options.port) and not publish:
             raise EnvFailure(
@@ -245,6 +244,7 @@ class DockerLaunch(LocalDockerProvider):
                 "isolated network publishes nothing: set provider_kwargs.egress = true "
                 "(or provider_kwargs.network) to publish it, or drop port"
             )
+        network = self._network()
         # OpenEnv's names are `<image>-<ms>`: shared containers may start within one ms.
         name = f"{self._generate_container_name(image)}-{secrets.token_hex(3)}"
         argv = ["run", "-d", "--init", "--name", name, "--network", network]
