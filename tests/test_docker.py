@@ -119,6 +119,9 @@ def fake_docker(tmp_path, monkeypatch) -> Iterator[FakeDocker]:
         "FAKE_DOCKER_IMAGES", json.dumps({IMAGE: WORDLE_APP, ODD_IMAGE: WORDLE_APP})
     )
     monkeypatch.delenv("FAKE_DOCKER_DAEMON", raising=False)
+    # `docker` on PATH is the fake only when no client is named (a developer's
+    # OPENENV_V1_DOCKER would send these launches to a real engine).
+    monkeypatch.delenv("OPENENV_V1_DOCKER", raising=False)
     monkeypatch.delenv("FAKE_DOCKER_PULL_S", raising=False)
     assert shutil.which("docker") == str(FAKE_DOCKER / "docker"), "not executable?"
     try:
