@@ -17,6 +17,11 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   (one scenario, `notes`: its FastAPI service, schema, rows and task, in AWM's seven
   JSONL files; no verifier), instead of Snowflake/AgentWorldModel-1K on Hugging
   Face. Its tools exist only once `reset` has started the scenario's service.
+- dm_control_env: its `openenv-core @ git+https://github.com/meta-pytorch/OpenEnv.git`
+  taken from a local git repo of the OpenEnv tree the env is in, by environment
+  variables only (`GIT_CONFIG_COUNT=1`, `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`,
+  `GIT_CONFIG_VALUE_0=<that URL>`); `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco
+  4.0.0 breaks dm_control 1.0.50); `MUJOCO_GL=disable`.
 - git_env: a Gitea stand-in (`gitea_standin.py`: `GET /`, the repo list API and
   `git http-backend` for clones, over one bare repo it makes, `hello-world`) on a
   free port, as `GITEA_URL`; the server's `HOME` a folder of its own, since git_env
@@ -131,6 +136,17 @@ SPECS: dict[str, dict[str, Any]] = {
         "`git http-backend`); the server's HOME a folder of its own (git_env writes "
         "~/.gitconfig and ~/.git-credentials); no reward or done by design",
     },
+    "dm_control_env": {
+        "reset": {"seed": 1},
+        "action": _j({"values": [0.5]}),
+        "script": [_j({"values": [0.5]}), _j({"values": [-0.5]})],
+        "max_turns": 3,
+        "env_vars": {"MUJOCO_GL": "disable"},
+        "note": "its openenv-core from GitHub redirected to a local git repo of the "
+        "OpenEnv tree (GIT_CONFIG_*); UV_EXCLUDE_NEWER=2026-11-01 (mujoco 4.0.0 "
+        "breaks dm_control 1.0.50); MUJOCO_GL=disable (no pixels); cartpole balance "
+        "runs 1000 steps: `max_turns`",
+    },
     "tbench2_env": {
         "action": _j({"action_type": "exec", "command": "cat add.py"}),
         "script": [
@@ -173,6 +189,48 @@ def _tbench2(env_dir: Path) -> Prepared:
     shutil.copytree(DATA / "tbench2", tasks)
     runs = cache_dir() / "tbench2-runs"
     return Prepared(env_vars={"TB2_TASKS_DIR": str(tasks), "TB2_OUTPUT_DIR": str(runs)})
+
+
+OPENENV_GIT = "https://github.com/meta-pytorch/OpenEnv.git"
+# mujoco 4.0.0 (later) breaks dm_control 1.0.50.
+DM_CONTROL_EXCLUDE_NEWER = "2026-11-01T00:00:00Z"
+
+
+def _dm_control(env_dir: Path) -> Prepared:
+    """dm_control_env depends on `openenv-core @ git+https://github.com/...`: git is
+    told (environment variables only) to take that URL from a local git repo of the
+    OpenEnv tree the env folder is in: its package files, committed afresh (a
+    checkout may lack objects of its own history)."""
+    tree = env_dir.resolve().parent.parent
+    if not (tree / "src" / "openenv").is_dir():
+        raise RuntimeError(f"{env_dir} is not in an OpenEnv checkout (no src/openenv)")
+    repo = cache_dir() / "openenv-core-git"
+    if not (repo / ".git").is_dir():
+        repo.mkdir(parents=True, exist_ok=True)
+        for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+            if (tree / name).is_file():
+                shutil.copy2(tree / name, repo / name)
+        shutil.copytree(tree / "src", repo / "src", dirs_exist_ok=True)
+        env = {
+            **os.environ,
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        env |= {"GIT_AUTHOR_NAME": "compat", "GIT_AUTHOR_EMAIL": "compat@local"}
+        env |= {"GIT_COMMITTER_NAME": "compat", "GIT_COMMITTER_EMAIL": "compat@local"}
+        for cmd in (
+            ["git", "init", "-q", "-b", "main"],
+            ["git", "add", "-A"],
+            ["git", "commit", "-q", "-m", "OpenEnv tree for dm_control_env"],
+        ):
+            subprocess.run(cmd, cwd=repo, env=env, check=True)
+    redirect = {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.file://{repo}.insteadOf",
+        "GIT_CONFIG_VALUE_0": OPENENV_GIT,
+        "UV_EXCLUDE_NEWER": DM_CONTROL_EXCLUDE_NEWER,
+    }
+    return Prepared(env_vars=dict(redirect), environ=dict(redirect))
 
 
 @contextlib.contextmanager
@@ -248,6 +306,7 @@ _PREPARE = {
     "openspiel_env": _openspiel,
     "tbench2_env": _tbench2,
     "git_env": _git,
+    "dm_control_env": _dm_control,
 }
 
 
