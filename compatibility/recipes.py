@@ -12,7 +12,9 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   `OPENSPIEL_GAME=catch` (the eval: a ball falls for 9 steps, the paddle stays).
 - tbench2_env: `TB2_TASKS_DIR` at a fresh copy of `compatibility/data/tbench2` (one
   task, `fix-add`: a bug in `add.py`, a pytest test) in local mode, instead of the
-  Terminal-Bench 2 repository it downloads at reset.
+  Terminal-Bench 2 repository it downloads at reset; PyPI `pip` and `pytest` on
+  `PYTHONPATH` (its terminal installs pytest with `python -m pip` at reset, and a uv
+  venv has no pip).
 - agent_world_model_env: `AWM_DATA_DIR` at `compatibility/data/agent_world_model`
   (one scenario, `notes`: its FastAPI service, schema, rows and task, in AWM's seven
   JSONL files; no verifier), instead of Snowflake/AgentWorldModel-1K on Hugging
@@ -22,6 +24,12 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   variables only (`GIT_CONFIG_COUNT=1`, `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`,
   `GIT_CONFIG_VALUE_0=<that URL>`); `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco
   4.0.0 breaks dm_control 1.0.50); `MUJOCO_GL=disable`.
+- browsergym_env: Debian's `chromium` (installed by hand: `apt-get install
+  chromium`), found by Playwright 1.44 through a browsers folder in its own layout
+  (`PLAYWRIGHT_BROWSERS_PATH=DIR`, `DIR/chromium-1117/chrome-linux/chrome` a link to
+  `/usr/lib/chromium/chromium`); MiniWoB's pages from PyPI `miniwob` 1.1.0 (its
+  `miniwob/html/`) served on 127.0.0.1 as `MINIWOB_URL`;
+  `BROWSERGYM_TASK_NAME=click-test`.
 - git_env: a Gitea stand-in (`gitea_standin.py`: `GET /`, the repo list API and
   `git http-backend` for clones, over one bare repo it makes, `hello-world`) on a
   free port, as `GITEA_URL`; the server's `HOME` a folder of its own, since git_env
@@ -111,8 +119,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "agent_world_model_env": {
         "reset": {"scenario": "notes", "task_idx": 0},
         "action": _call("list_notes"),
-        "script": [_call("list_notes"), _call("mark_done", note_id=2), _call("done")],
-        "max_turns": 4,
+        # Its `done` and `verify` tools are not in its tool list, so a model is never
+        # offered them (and the adapter refuses unlisted tools): `max_turns` ends it.
+        "script": [_call("list_notes"), _call("mark_done", note_id=2)],
+        "max_turns": 2,
         "env_vars": {"AWM_DATA_DIR": str(DATA / "agent_world_model")},
         "note": "a one-scenario data set written here "
         "(compatibility/data/agent_world_model: a notes service); its tools appear "
@@ -146,6 +156,13 @@ SPECS: dict[str, dict[str, Any]] = {
         "OpenEnv tree (GIT_CONFIG_*); UV_EXCLUDE_NEWER=2026-11-01 (mujoco 4.0.0 "
         "breaks dm_control 1.0.50); MUJOCO_GL=disable (no pixels); cartpole balance "
         "runs 1000 steps: `max_turns`",
+    },
+    "browsergym_env": {
+        "action": _j({"action_str": "noop()"}),
+        "script": [_j({"action_str": "click('13')"})],
+        "max_turns": 2,
+        "note": "Debian chromium as Playwright's chromium-1117; MiniWoB pages from "
+        "PyPI miniwob 1.1.0 served on 127.0.0.1; BROWSERGYM_TASK_NAME=click-test",
     },
     "tbench2_env": {
         "action": _j({"action_type": "exec", "command": "cat add.py"}),
@@ -188,7 +205,16 @@ def _tbench2(env_dir: Path) -> Prepared:
     shutil.rmtree(tasks, ignore_errors=True)
     shutil.copytree(DATA / "tbench2", tasks)
     runs = cache_dir() / "tbench2-runs"
-    return Prepared(env_vars={"TB2_TASKS_DIR": str(tasks), "TB2_OUTPUT_DIR": str(runs)})
+    # Its terminal runs `python -m pip install pytest` at reset, and a uv venv has no
+    # pip: both from PyPI on PYTHONPATH.
+    tools = _pip_target("tbench2-tools", "pip", "pytest")
+    return Prepared(
+        env_vars={
+            "TB2_TASKS_DIR": str(tasks),
+            "TB2_OUTPUT_DIR": str(runs),
+            "PYTHONPATH": str(tools),
+        }
+    )
 
 
 OPENENV_GIT = "https://github.com/meta-pytorch/OpenEnv.git"
@@ -239,16 +265,9 @@ def _git(env_dir: Path) -> Iterator[Prepared]:
     shutil.rmtree(work, ignore_errors=True)
     (work / "home").mkdir(parents=True)
     port = _free_port()
-    log = open(work / "standin.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "gitea_standin.py"), "--root", str(work / "repos")]
-        + ["--port", str(port)],
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/", proc)
+    standin = [sys.executable, str(HERE / "gitea_standin.py")]
+    standin += ["--root", str(work / "repos"), "--port", str(port)]
+    with _background(standin, f"http://127.0.0.1:{port}/", work / "standin.log"):
         yield Prepared(
             env_vars={
                 "GITEA_URL": f"http://127.0.0.1:{port}",
@@ -261,6 +280,17 @@ def _git(env_dir: Path) -> Iterator[Prepared]:
                 **_uv_dirs(),
             }
         )
+
+
+@contextlib.contextmanager
+def _background(cmd: list[str], url: str, log_path: Path) -> Iterator[None]:
+    """`cmd` running in its own process group until the block ends, once `url`
+    answers."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
+    try:
+        _wait_http(url, proc)
+        yield
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -269,6 +299,39 @@ def _git(env_dir: Path) -> Iterator[Prepared]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+PLAYWRIGHT_CHROMIUM = "chromium-1117"
+"""The browser build Playwright 1.44 (browsergym_env's pin) looks for."""
+DEBIAN_CHROMIUM = Path("/usr/lib/chromium/chromium")
+
+
+@contextlib.contextmanager
+def _browsergym(env_dir: Path) -> Iterator[Prepared]:
+    """Debian's chromium where Playwright looks for its own build, and MiniWoB's
+    pages (PyPI `miniwob`'s `miniwob/html/`) served on 127.0.0.1."""
+    if not DEBIAN_CHROMIUM.exists():
+        raise RuntimeError(
+            f"{DEBIAN_CHROMIUM} is missing: `apt-get install chromium` (Debian's)"
+        )
+    browsers = cache_dir() / "playwright-browsers"
+    chrome = browsers / PLAYWRIGHT_CHROMIUM / "chrome-linux" / "chrome"
+    if not chrome.exists():
+        chrome.parent.mkdir(parents=True, exist_ok=True)
+        chrome.symlink_to(DEBIAN_CHROMIUM)
+    pages = _pip_target("miniwob", "--no-deps", "miniwob==1.1.0") / "miniwob" / "html"
+    port = _free_port()
+    server = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1"]
+    server += ["--directory", str(pages), str(port)]
+    url = f"http://127.0.0.1:{port}/miniwob/"
+    with _background(server, url, cache_dir() / "miniwob-server.log"):
+        yield Prepared(
+            env_vars={
+                "BROWSERGYM_TASK_NAME": "click-test",
+                "MINIWOB_URL": url,
+                "PLAYWRIGHT_BROWSERS_PATH": str(browsers),
+            }
+        )
 
 
 def _uv_dirs() -> dict[str, str]:
@@ -307,6 +370,7 @@ _PREPARE = {
     "tbench2_env": _tbench2,
     "git_env": _git,
     "dm_control_env": _dm_control,
+    "browsergym_env": _browsergym,
 }
 
 
