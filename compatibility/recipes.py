@@ -159,8 +159,10 @@ SPECS: dict[str, dict[str, Any]] = {
     },
     "browsergym_env": {
         "action": _j({"action_str": "noop()"}),
+        # click-test's button is bid 13 in its accessibility tree.
         "script": [_j({"action_str": "click('13')"})],
         "max_turns": 2,
+        "step_timeout": 150.0,
         "note": "Debian chromium as Playwright's chromium-1117; MiniWoB pages from "
         "PyPI miniwob 1.1.0 served on 127.0.0.1; BROWSERGYM_TASK_NAME=click-test",
     },

@@ -374,10 +374,21 @@ async def _check(
     report.stage = "sessions"
     report.sessions = await _probe_sessions(session, options)
     if report.sessions["status"] == "reset failed":
+        held = report.sessions["accepted"]
         report.warnings.append(
-            f"only {report.sessions['accepted']} concurrent session(s) can reset: "
-            f"the reset of session {report.sessions['accepted'] + 1} failed "
-            f"({report.sessions['error']}); keep the eval's concurrency at that"
+            (
+                f"only {held} concurrent session(s) can reset"
+                if held
+                else "a session after the check's own cannot reset"
+            )
+            + f": the reset of probe session {held + 1} failed "
+            f"({report.sessions['error']}); "
+            + (
+                "keep the eval's concurrency at that"
+                if held
+                else "the server may "
+                "take one reset per process: a server per rollout (Docker) avoids it"
+            )
         )
     report.stage = "cleanup"
 
