@@ -23,7 +23,16 @@ from tests.envs.real_shapes import (
     TASK_ANSWER,
     TASK_QUESTION,
 )
-from tests.servers import ROOT, TEST_ENVS, serve_on_free_port, stop, uvicorn_server
+from tests.servers import (
+    ROOT,
+    TEST_ENVS,
+    model_flags,
+    policy_server,
+    run_eval,
+    serve_on_free_port,
+    stop,
+    uvicorn_server,
+)
 
 VF04_PYTHON = ROOT / ".venv-vf04" / "bin" / "python"
 """An interpreter with openenv-core 0.3.0, whose server strips `metadata`."""
@@ -236,3 +245,20 @@ def test_the_reset_kwargs_hint_is_given_only_for_a_reset_with_kwargs():
     error = "reset failed: RuntimeError: no browser"
     assert "--reset: its keys" in hint_for("reset", error, reset_keys=True)
     assert "--reset: its keys" not in hint_for("reset", error, reset_keys=False)
+
+
+@pytest.mark.skipif(not VF02_PYTHON.exists(), reason="the verifiers 0.2 eval")
+def test_a_rollout_the_env_fails_is_logged_once(tmp_path):
+    # verifiers logs each answer to the harness's model call; a 5xx one is retried
+    # twice by the harness's OpenAI client: three lines for one failure.
+    script = ['{"cell": 0}']
+    with served("board_app") as url, policy_server("script", script=script) as p:
+        resets = json.dumps([{"broken": True}])
+        flags = ["--taskset.base-url", url, "--taskset.resets", resets]
+        proc, traces = run_eval(["openenv-v1", *flags, *model_flags(p)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ((error,),) = [t["errors"] for t in traces]
+    assert error["type"] == "UserError" and "model_dump" in error["message"]
+    (log,) = tmp_path.rglob("eval.log")
+    failed = [ln for ln in log.read_text().splitlines() if " failed: UserError" in ln]
+    assert len(failed) == 1, failed
