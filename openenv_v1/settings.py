@@ -22,6 +22,7 @@ from openenv_v1.core import EpisodeLimits
 from openenv_v1.core.episode import RewardMode
 from openenv_v1.core.manifest import Manifest, credentials_error
 from openenv_v1.core.render import ObservationFormat
+from openenv_v1.core.replies import REASONING_DELIMITERS
 
 
 class EpisodeSettings(BaseModel):
@@ -84,6 +85,23 @@ class EpisodeSettings(BaseModel):
     """Set by the taskset from openenv.yaml's `validation.reward.range`, not by hand:
     step rewards outside it are counted (`openenv_rewards_outside_range`)."""
 
+    reasoning_delimiters: list[tuple[str, str]] = list(REASONING_DELIMITERS)
+    """Opening and closing tags of the reasoning blocks a model writes in its reply
+    text (`<think>`/`</think>` and the tags of other current open models). Everything
+    up to the last closing tag is never read as the action; a reply left inside an
+    opened block is an invalid action with feedback saying so. Set it to add a
+    model's own tags (keep the defaults in the list) or to `[]` for none."""
+
+    @model_validator(mode="after")
+    def _tags_not_empty(self) -> Self:
+        for pair in self.reasoning_delimiters:
+            if not all(tag.strip() for tag in pair):
+                raise ValueError(
+                    f"reasoning_delimiters: {list(pair)} has an empty tag; give each "
+                    "pair as [opening, closing], e.g. ['<think>', '</think>']"
+                )
+        return self
+
     @model_validator(mode="after")
     def _absolute_project_path(self) -> Self:
         # A launch may run in another working directory (0.2's user simulator), so
@@ -124,6 +142,7 @@ class EpisodeSettings(BaseModel):
             episode_timeout_s=self.episode_timeout_s,
             reward=self.reward,
             reward_range=self.reward_range,
+            reasoning_delimiters=tuple(tuple(p) for p in self.reasoning_delimiters),
         )
 
 

@@ -420,11 +420,17 @@ class ServerPool:
             with contextlib.suppress(Exception):
                 server.provider.stop()
             with self._cond:
+                closed = self._closed
                 if server in self._servers:
                     self._servers.remove(server)
-                self._failure = str(launch_failure(self._target, e))
+                if not closed:
+                    self._failure = str(launch_failure(self._target, e))
                 self._notify_locked()
-            logger.error("%s", self._failure)
+            if closed:
+                # `close` stopped it mid-launch: no failure, nobody waits for it.
+                logger.info("launch of %s cancelled: the pool closed", self._target.env)
+            else:
+                logger.error("%s", self._failure)
             return
         rss = _group_rss(server.provider)
         with self._cond:

@@ -1,8 +1,11 @@
 """Model-facing text: observations, the action format, and invalid-action feedback.
 
-The opening turn carries the reset observation plus the action format (schema or tool
-list) once; later turns carry only the new observation. After an invalid action the
-feedback names the problem and repeats the format, so the model can recover.
+The opening turn carries the reset observation plus the action format once: one
+instruction (for an action of one string field, the env's own format: reply with the
+value itself; else the JSON schema; for an MCP env the call format and a bounded tool
+list); later turns carry only the new observation. After an invalid action the
+feedback names the problem and repeats the format (an MCP env's tools by name only),
+so the model can recover.
 
 What an observation shows (`_visible`), before formatting:
 
@@ -35,6 +38,7 @@ Observations are shown in one of two formats (`ObservationFormat`):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,6 +101,42 @@ def _view(observation: dict[str, Any]) -> _View:
             if shown:
                 return _View(shown, from_metadata=True)
     return _View(fields)
+
+
+def shows_nothing(observation: dict[str, Any]) -> bool:
+    """Whether the model would be shown nothing of the observation: no field but
+    `done` / `reward`, and no `metadata` to show instead (an openenv-core 0.2.3 or
+    0.3.0 server strips `metadata` from its `/ws` replies)."""
+    return not _visible(observation or {})
+
+
+# State fields that are bookkeeping, and names that say a field holds what the model
+# must find (finqa_env's state has `ground_truth` beside `current_question`).
+_STATE_BOOKKEEPING = frozenset({"episode_id", "step_count"})
+_ANSWER_LIKE = re.compile(
+    r"answer|truth|solution|expected|target|label|gold|secret|reward|score|correct"
+    r"|hidden|private|key|token|password",
+    re.I,
+)
+
+
+def task_from_state(state: Any) -> tuple[dict[str, Any], list[str]]:
+    """What of an env's session state (its `state` message) the model may see when
+    the reset observation shows nothing: its non-empty fields less bookkeeping
+    (`episode_id`, `step_count`) and fields whose names sound like the answer
+    (`ground_truth`, `target_word`, `secret`, ...); and the names so hidden."""
+    if not isinstance(state, dict):
+        return {}, []
+    shown: dict[str, Any] = {}
+    hidden: list[str] = []
+    for key, value in state.items():
+        if key in _STATE_BOOKKEEPING or _empty(value):
+            continue
+        if _ANSWER_LIKE.search(str(key)):
+            hidden.append(str(key))
+        else:
+            shown[str(key)] = value
+    return shown, hidden
 
 
 def metadata_shown(observation: dict[str, Any]) -> bool:
@@ -217,6 +257,27 @@ def _is_prose(text: str) -> bool:
     return any(c.isspace() for c in text.strip())
 
 
+UNCHANGED = "(unchanged since the last turn)"
+REPEAT_MIN_CHARS = 200
+"""A text this long, the same as last turn, is not resent (`UNCHANGED`)."""
+
+
+def same_texts(fields: dict[str, Any]) -> dict[str, str]:
+    """Field -> the earlier field it copies, for long texts shown twice in one
+    observation (BrowserGym's `text` is its `axtree_txt`): the copy is named, not
+    resent, so the two do not split the turn's bound."""
+    first: dict[str, str] = {}
+    copies: dict[str, str] = {}
+    for key, value in fields.items():
+        if not isinstance(value, str) or len(value) < REPEAT_MIN_CHARS:
+            continue
+        if value in first:
+            copies[key] = first[value]
+        else:
+            first[value] = key
+    return copies
+
+
 def render_observation(observation: dict[str, Any]) -> str:
     """What the observation shows (see the module docstring) as compact JSON."""
     return _compact(_visible(observation))
@@ -229,6 +290,7 @@ class ObservationRenderer:
         self.format = format
         self._seen: set[Any] = set()
         self._last_lists: dict[str, list[Any]] = {}
+        self._last_texts: dict[str, str] = {}
 
     def __call__(self, observation: dict[str, Any]) -> str:
         if self.format == "json":
@@ -248,17 +310,52 @@ class ObservationRenderer:
             else None
         )
         shown_now = {v for v in fields.values() if isinstance(v, str)}
+        first_of = same_texts(fields)
         lines = [(main, fields[main])] if main else []
+        if main and self._unchanged(main, fields[main]):
+            lines = [(main, f"{main}: {UNCHANGED}")]
         for key, value in fields.items():
             if key == main:
                 continue
+            if key in first_of:
+                lines.append((key, f"{key}: (same as {first_of[key]})"))
+                continue
+            if key not in view.whole and self._unchanged(key, value):
+                lines.append((key, f"{key}: {UNCHANGED}"))
+                continue
+            label = key
             if isinstance(value, list) and key not in view.whole:
+                grew = self._growth(key, value)
                 value = self._new_entries(key, value, shown_now)
+                if grew is not None:
+                    value, label = grew, f"{key} (+{len(grew)} new)"
                 if not value:
                     continue
             rendered = value if isinstance(value, str) else _compact(value)
-            lines.append((key, f"{key}: {rendered}"))
+            lines.append((key, f"{label}: {rendered}"))
         return lines
+
+    def _unchanged(self, field: str, value: Any) -> bool:
+        """A long text the model was shown last turn, the same again (a task
+        statement resent with every observation)."""
+        if not isinstance(value, str) or len(value) < REPEAT_MIN_CHARS:
+            return False
+        last = self._last_texts.get(field)
+        self._last_texts[field] = value
+        return last == value
+
+    def _growth(self, field: str, entries: list[Any]) -> list[Any] | None:
+        """The entries a list of plain values (not records) gained at its end since
+        last turn, when it only grew; None otherwise (shown whole)."""
+        last = self._last_lists.get(field)
+        if (
+            not last
+            or len(entries) <= len(last)
+            or any(isinstance(e, dict) for e in entries)
+            or entries[: len(last)] != last
+        ):
+            return None
+        return entries[len(last) :]
 
     def _new_entries(
         self, field: str, entries: list[Any], shown_now: set[str]
@@ -285,36 +382,142 @@ class ObservationRenderer:
         return not any(text in shown_now for text in texts)
 
 
+MAX_TOOL_LIST_CHARS = 6_000
+"""Most characters the tool list of an MCP env's opening turn takes; the tools past
+it are named only (or counted, when even the names do not fit)."""
+MAX_TOOL_DESCRIPTION_CHARS = 500
+"""Most characters of one tool's description in the tool list."""
+MAX_TOOL_SCHEMA_CHARS = 1_500
+"""Most characters of one tool's input schema in the tool list; a longer one is
+shown as its arguments' names and types."""
+_CALL_FORMAT = (
+    "Act by calling one tool per reply, as a JSON object: "
+    '{"type":"call_tool","tool_name":<name>,"arguments":{...}}.'
+)
+
+
 def render_action_format(spec: ActionSpec) -> str:
-    example = _compact(spec.example())
+    """How to act, once, in the opening turn: one instruction. For a schema whose
+    only required field takes a string (`raw_field`), to reply with that value itself
+    (the env's own format, e.g. Wordle's `[crane]`); else the JSON schema; for an MCP
+    env the call format and the tool list, bounded by `MAX_TOOL_LIST_CHARS`. The
+    action's docstring is shown as native mode's `act` description shows it, and
+    the example only when it satisfies the schema."""
+    example = spec.example()
+    example_line = [] if example is None else [f"Example: {_compact(example)}"]
     if spec.is_mcp:
-        lines = [
-            "Act by calling one tool per reply, as a JSON object: "
-            '{"type":"call_tool","tool_name":<name>,"arguments":{...}}.',
-            "Tools:",
-        ]
-        for tool in spec.tools or ():
-            args = tool.input_schema.get("properties") or {}
-            lines.append(f"- {tool.name}: {tool.description or '(no description)'}")
-            if args:
-                lines.append(f"  arguments schema: {_compact(tool.input_schema)}")
-        lines.append(f"Example: {example}")
-        return "\n".join(lines)
+        return "\n".join([_CALL_FORMAT, "Tools:", *_tool_lines(spec), *example_line])
+    if spec.raw_field:
+        return _raw_format(spec)
     schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
     props = {
         k: v for k, v in (schema.get("properties") or {}).items() if k in spec.fields
     }
     schema["properties"] = props
-    lines = [
-        "Reply with one action: a JSON object matching this schema.",
-        f"Action schema: {_compact(schema)}",
-        f"Example: {example}",
-    ]
-    if spec.raw_field:
+    return "\n".join(
+        [
+            "Reply with one action: a JSON object matching this schema.",
+            *_about_line(spec),
+            f"Action schema: {_compact(schema)}",
+            *example_line,
+        ]
+    )
+
+
+def _about_line(spec: ActionSpec) -> list[str]:
+    """The action's docstring, which often states what the schema cannot: allowed
+    values, where legal moves are listed."""
+    about = spec.schema.get("description")
+    if isinstance(about, str) and about.strip():
+        return [f"The action: {about.strip()}"]
+    return []
+
+
+def _raw_format(spec: ActionSpec) -> str:
+    name = spec.raw_field
+    assert name is not None
+    description = str((spec.fields.get(name) or {}).get("description") or "").strip()
+    what = f" ({description.rstrip('.')})" if description else ""
+    lines = [f"Reply with the {name} itself as plain text{what}.", *_about_line(spec)]
+    others = [f for f in spec.fields if f != name]
+    schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
+    schema["properties"] = dict(spec.fields)
+    if others:
         lines.append(
-            f"A reply that is not JSON is taken as the value of {spec.raw_field!r}."
+            f"To also set {', '.join(others)}, reply with a JSON object instead: "
+            f"{_compact(schema)}"
         )
     return "\n".join(lines)
+
+
+def _tool_lines(spec: ActionSpec) -> list[str]:
+    lines: list[str] = []
+    used = 0
+    tools = list(spec.tools or ())
+    for index, tool in enumerate(tools):
+        description = tool.description or "(no description)"
+        if len(description) > MAX_TOOL_DESCRIPTION_CHARS:
+            description = description[:MAX_TOOL_DESCRIPTION_CHARS] + " [...]"
+        entry = [f"- {tool.name}: {description}"]
+        if tool.input_schema.get("properties"):
+            entry.append(_arguments_line(tool.input_schema))
+        size = sum(len(line) + 1 for line in entry)
+        if used + size > MAX_TOOL_LIST_CHARS:
+            lines.append(_rest_of_tools(tools[index:], MAX_TOOL_LIST_CHARS - used))
+            break
+        lines.extend(entry)
+        used += size
+    return lines
+
+
+def _arguments_line(schema: dict[str, Any]) -> str:
+    """A tool's input schema, or past `MAX_TOOL_SCHEMA_CHARS` its arguments' names
+    and types only."""
+    text = _compact(schema)
+    if len(text) <= MAX_TOOL_SCHEMA_CHARS:
+        return f"  arguments schema: {text}"
+    required = set(schema.get("required") or [])
+    names = [
+        f"{name} ({_type_name(spec)}{', required' if name in required else ''})"
+        for name, spec in (schema.get("properties") or {}).items()
+    ]
+    summary = _names(names, MAX_TOOL_SCHEMA_CHARS)
+    return f"  arguments: {summary} [schema of {len(text):,} chars not shown]"
+
+
+def _type_name(spec: Any) -> str:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    return str(kind) if kind else "any"
+
+
+def _rest_of_tools(rest: list[Any], room: int) -> str:
+    """The tools that did not fit, by name as far as `room` (at least 300) allows."""
+    head = f"[{len(rest):,} more tools not shown; their names: "
+    return head + _names([t.name for t in rest], max(room, 300) - len(head)) + "]"
+
+
+def _names(names: list[str], room: int) -> str:
+    """The names, comma-separated, as many as `room` characters take, and how many
+    more there are."""
+    shown, used = [], 0
+    for name in names:
+        if used + len(name) + 2 > room - 20:
+            break
+        shown.append(name)
+        used += len(name) + 2
+    cut = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {cut:,} more" if cut else "")
+
+
+def render_feedback_format(spec: ActionSpec) -> str:
+    """How to act, repeated after an invalid action: the opening's instruction, but
+    an MCP env's tools by name only (the opening gave their schemas)."""
+    if not spec.is_mcp:
+        return render_action_format(spec)
+    names = [t.name for t in spec.tools or ()]
+    return f"{_CALL_FORMAT}\nTools: {_names(names, 2_000) if names else 'none'}."
 
 
 def render_opening(
@@ -331,7 +534,7 @@ def render_invalid(problem: str, spec: ActionSpec, left: int) -> str:
     return (
         f"Invalid action: {problem}. The environment was not stepped. "
         f"{left} more invalid action{'s' if left != 1 else ''} in a row will end the episode.\n"
-        f"{render_action_format(spec)}"
+        f"{render_feedback_format(spec)}"
     )
 
 
