@@ -10,6 +10,8 @@
 - the same rules serve both ways the model acts: a reply written as text (`act`) and a
   native tool call (`call`, `tool_calls="native"`), whose invalid calls get a short
   note instead of the action format;
+- each reset and step result is validated first (`frames.read_frame`: an object,
+  a finite reward); a malformed one ends the episode with the fault named;
 - the step reward is added to `report.reward` as it arrives, so what was earned stays
   known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
@@ -44,10 +46,10 @@ from openenv_v1.core.errors import (
     server_error_code,
     server_error_message,
 )
+from openenv_v1.core.frames import Frame, MalformedFrame, read_frame
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
 from openenv_v1.core.mcp_route import route_mcp_steps
 from openenv_v1.core.render import (
-    REWARD_SIGNAL_KEYS,
     ObservationFormat,
     render_invalid_end,
     render_no_tool_call,
@@ -203,10 +205,14 @@ class EnvEpisode:
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
         self.report.reset_s = time.perf_counter() - started
-        self._absorb(result)
+        try:
+            frame = read_frame(result)
+        except MalformedFrame as e:
+            raise EnvFailure(f"{self.label}: the reset result is malformed: {e}") from e
+        self._absorb(frame)
         if self.report.done:
             self.report.stop_reason = "done"
-        return self.turns.opening(result.observation, self.spec, self.native)
+        return self.turns.opening(frame.observation, self.spec, self.native)
 
     def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
         if self.reset_params is not None:
@@ -273,10 +279,14 @@ class EnvEpisode:
         report = self.report
         report.step_s.append(time.perf_counter() - started)
         report.steps += 1
-        self._absorb(result)
+        try:
+            frame = read_frame(result)
+        except MalformedFrame as e:
+            return self._failed(f"the step result is malformed: {e}")
+        self._absorb(frame)
         if report.done:
             report.stop_reason = "done"
-        observation = result.observation or {}
+        observation = frame.observation
         if tool_error(observation) is None:
             report.invalid_streak = 0
             return self.turns.observation(observation)
@@ -301,14 +311,11 @@ class EnvEpisode:
         async with asyncio.timeout(self.limits.step_timeout_s):
             return await self.client.step(action)
 
-    def _absorb(self, result: Any) -> None:
-        self.report.reward += float(result.reward or 0.0)
-        self.report.done = bool(result.done)
-        signals = _signals(result.metadata) or _signals(
-            (result.observation or {}).get("metadata")
-        )
-        if signals:
-            self.report.signals = signals
+    def _absorb(self, frame: Frame) -> None:
+        self.report.reward += frame.reward or 0.0
+        self.report.done = frame.done
+        if frame.signals:
+            self.report.signals = frame.signals
 
     def _invalid(self, problem: str) -> Turn:
         report = self.report
@@ -330,20 +337,6 @@ class EnvEpisode:
         )
         turn.failed = True
         return turn
-
-
-def _signals(metadata: Any) -> dict[str, float]:
-    """Numeric reward signals from observation metadata: a `reward_signals` /
-    `rewards` mapping if present."""
-    if not isinstance(metadata, dict):
-        return {}
-    for key in REWARD_SIGNAL_KEYS:
-        raw = metadata.get(key)
-        if isinstance(raw, dict):
-            return {
-                str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float))
-            }
-    return {}
 
 
 def _session_closed(client: Any) -> bool:
