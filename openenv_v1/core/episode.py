@@ -330,6 +330,12 @@ class EnvEpisode:
             return self.turns.invalid_call(problem, left)
         return self.turns.invalid(problem, self.spec, left)
 
+    def fail_unexpectedly(self, exc: Exception) -> Turn:
+        """End the episode on an error nothing here foresaw (call it from the
+        `except` block) and return the turn that says so: one bad episode ends
+        with its cause named, never as a raw exception of the eval."""
+        return self._failed(f"unexpected error: {describe(exc)}")
+
     def _failed(self, message: str) -> Turn:
         self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
         turn = self.turns.message(

@@ -62,7 +62,7 @@ def read_frame(result: Any) -> Frame:
             f"the observation must be a JSON object, got {_kind(observation)} "
             f"{_shown(observation)}"
         )
-    if _depth_over(observation, MAX_NESTING):
+    if nested_deeper_than(observation, MAX_NESTING):
         raise MalformedFrame(
             f"the observation is nested deeper than {MAX_NESTING} levels"
         )
@@ -115,9 +115,9 @@ def _signals(metadata: Any) -> dict[str, float]:
     return {}
 
 
-def _depth_over(value: Any, limit: int) -> bool:
+def nested_deeper_than(value: Any, limit: int) -> bool:
     """Whether `value` nests objects and lists more than `limit` levels deep
-    (walked without recursion)."""
+    (walked without recursion, so any depth is safe to ask about)."""
     level = [value]
     for _ in range(limit):
         level = [
