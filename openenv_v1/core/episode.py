@@ -10,8 +10,9 @@
 - the same rules serve both ways the model acts: a reply written as text (`act`) and a
   native tool call (`call`, `tool_calls="native"`), whose invalid calls get a short
   note instead of the action format;
-- each reset and step result is validated first (`frames.read_frame`: an object,
-  a finite reward); a malformed one ends the episode with the fault named;
+- every reset and step result is validated as it arrives (`frames.read_frame`: an
+  object, a finite reward, ...); a malformed one ends the episode, the fault named,
+  and so does any error nothing here foresaw (never a raw exception);
 - the step reward is added to `report.reward` as it arrives, so what was earned stays
   known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
@@ -46,7 +47,7 @@ from openenv_v1.core.errors import (
     server_error_code,
     server_error_message,
 )
-from openenv_v1.core.frames import Frame, MalformedFrame, read_frame
+from openenv_v1.core.frames import Frame, read_frame
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
 from openenv_v1.core.mcp_route import route_mcp_steps
 from openenv_v1.core.render import (
@@ -183,8 +184,10 @@ class EnvEpisode:
                 reraise=True,
             ):
                 with attempt:
-                    result = await asyncio.wait_for(
-                        self.client.reset(**kwargs), self.limits.reset_timeout_s
+                    result = read_frame(
+                        await asyncio.wait_for(
+                            self.client.reset(**kwargs), self.limits.reset_timeout_s
+                        )
                     )
         except TimeoutError as e:
             raise EnvFailure(
@@ -205,14 +208,10 @@ class EnvEpisode:
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
         self.report.reset_s = time.perf_counter() - started
-        try:
-            frame = read_frame(result)
-        except MalformedFrame as e:
-            raise EnvFailure(f"{self.label}: the reset result is malformed: {e}") from e
-        self._absorb(frame)
+        self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return self.turns.opening(frame.observation, self.spec, self.native)
+        return self.turns.opening(result.observation, self.spec, self.native)
 
     def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
         if self.reset_params is not None:
@@ -253,6 +252,17 @@ class EnvEpisode:
         return self.turns.message(text)
 
     async def _apply(self, action: dict[str, Any]) -> Turn:
+        """`_step_and_turn`, with an error nothing there foresaw ending only this
+        episode, its cause named: raised, it would reach the eval as a raw exception
+        (verifiers 0.4), or make verifiers call the simulator's `respond` again,
+        stepping the env a second time for the same reply (0.2)."""
+        try:
+            return await self._step_and_turn(action)
+        except Exception as e:
+            logger.exception("%s: the episode failed unexpectedly", self.label)
+            return self._failed(f"unexpected error: {describe(e)}")
+
+    async def _step_and_turn(self, action: dict[str, Any]) -> Turn:
         if _session_closed(self.client):
             return self._failed(
                 "the env server closed the session (it stopped, restarted or dropped "
@@ -279,14 +289,10 @@ class EnvEpisode:
         report = self.report
         report.step_s.append(time.perf_counter() - started)
         report.steps += 1
-        try:
-            frame = read_frame(result)
-        except MalformedFrame as e:
-            return self._failed(f"the step result is malformed: {e}")
-        self._absorb(frame)
+        self._absorb(result)
         if report.done:
             report.stop_reason = "done"
-        observation = frame.observation
+        observation = result.observation or {}
         if tool_error(observation) is None:
             report.invalid_streak = 0
             return self.turns.observation(observation)
@@ -302,14 +308,15 @@ class EnvEpisode:
         turn.failed = True
         return turn
 
-    async def _step(self, action: dict[str, Any]) -> Any:
-        """`client.step` within `step_timeout_s`. The client bounds every message by
-        its own timeout already, so a second timer is armed only when that one is
-        longer (a timer per step costs more than a local env's step takes)."""
+    async def _step(self, action: dict[str, Any]) -> Frame:
+        """`client.step` within `step_timeout_s`, its result validated
+        (`read_frame`). The client bounds every message by its own timeout already,
+        so a second timer is armed only when that one is longer (a timer per step
+        costs more than a local env's step takes)."""
         if self.limits.step_timeout_s >= self.message_timeout_s:
-            return await self.client.step(action)
+            return read_frame(await self.client.step(action))
         async with asyncio.timeout(self.limits.step_timeout_s):
-            return await self.client.step(action)
+            return read_frame(await self.client.step(action))
 
     def _absorb(self, frame: Frame) -> None:
         self.report.reward += frame.reward or 0.0
@@ -329,12 +336,6 @@ class EnvEpisode:
         if self.native:
             return self.turns.invalid_call(problem, left)
         return self.turns.invalid(problem, self.spec, left)
-
-    def fail_unexpectedly(self, exc: Exception) -> Turn:
-        """End the episode on an error nothing here foresaw (call it from the
-        `except` block) and return the turn that says so: one bad episode ends
-        with its cause named, never as a raw exception of the eval."""
-        return self._failed(f"unexpected error: {describe(exc)}")
 
     def _failed(self, message: str) -> Turn:
         self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")

@@ -44,7 +44,10 @@ def server_error_message(exc: BaseException) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """One line naming what went wrong, with the errno name for OS-level failures."""
+    """One line naming what went wrong, with the errno name for OS-level failures
+    (an `EnvFailure` is its own text: it names the cause already)."""
+    if isinstance(exc, EnvFailure):
+        return str(exc)
     parts = [f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__]
     cause = exc.__cause__ or exc.__context__
     seen = {id(exc)}

@@ -39,6 +39,9 @@ class MalformedFrame(EnvFailure):
     """The env server sent a frame that breaks the contract above; `str()` names the
     fault (the field, what it held, what it must be)."""
 
+    def __init__(self, fault: str) -> None:
+        super().__init__(f"the env server sent a malformed result: {fault}")
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -148,7 +151,10 @@ def _shown(value: Any) -> str:
     digit count (its text alone could be thousands of characters)."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value.bit_length() > 64:
-            digits = int((value.bit_length() - 1) * math.log10(2)) + 1
-            return f"an integer of about {digits} digits"
+            try:
+                digits = str(len(str(abs(value))))
+            except ValueError:  # past Python's int-to-text limit
+                digits = f"about {int(value.bit_length() * math.log10(2))}"
+            return f"an integer of {digits} digits"
     text = repr(value)
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."

@@ -197,20 +197,9 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 absorb_invalid(report, self.state)
                 turn = self._episode.no_tool_call()
             else:
-                turn = await _act(self._episode, message)
+                turn = await self._episode.act(message)
         mirror(report, self.state)
         return [user_message(turn)]
-
-
-async def _act(episode: EnvEpisode, message: str) -> Turn:
-    """`episode.act`, with an unexpected error ending the episode: verifiers calls a
-    `respond` that raised again, and the second call would step the env again for
-    the same reply (the episode carrying on as if nothing had happened)."""
-    try:
-        return await episode.act(message)
-    except Exception as e:
-        logger.exception("the episode failed unexpectedly")
-        return episode.fail_unexpectedly(e)
 
 
 def user_message(turn: Turn) -> vf.UserMessage:

@@ -26,7 +26,6 @@ with an error naming the cause.
 from __future__ import annotations
 
 import contextlib
-import logging
 
 import anyio
 import verifiers.v1 as vf
@@ -39,8 +38,6 @@ from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
 from openenv_v1.vf04.native import lend
-
-logger = logging.getLogger(__name__)
 
 STOP_DONE = "openenv_done"
 STOP_INVALID = "openenv_invalid_actions"
@@ -147,11 +144,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 # still on only after a reply that called no tool.
                 turn = episode.no_tool_call()
             else:
-                try:
-                    turn = await episode.act(segment.last_reply)
-                except Exception as e:
-                    logger.exception("the episode failed unexpectedly")
-                    turn = episode.fail_unexpectedly(e)
+                turn = await episode.act(segment.last_reply)
         if report.stop_reason == "invalid_actions":
             # The model gets the last feedback turn only if it could act on it.
             interaction.trace.stop(STOP_INVALID)
