@@ -44,6 +44,7 @@ from openenv_v1.core.actions import InvalidAction, call_to_action, parse_action
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
+    redact,
     server_error_code,
     server_error_message,
 )
@@ -144,6 +145,10 @@ _warned_reset_keys: set[str] = set()
 
 
 class EnvEpisode:
+    secrets: tuple[str, ...] = ()
+    """Values (`forward_env`) redacted from the episode's failure texts, which can
+    quote the server; the binding sets them from `EnvTarget.secret_env`."""
+
     def __init__(
         self,
         client: Any,
@@ -338,6 +343,7 @@ class EnvEpisode:
         return self.turns.invalid(problem, self.spec, left)
 
     def _failed(self, message: str) -> Turn:
+        message = redact(message, self.secrets)
         self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
         turn = self.turns.message(
             f"The environment failed: {message}. The episode is over."

@@ -1,10 +1,18 @@
-"""Failures of the environment side, phrased for the person reading the trace."""
+"""Failures of the environment side, phrased for the person reading the trace.
+
+A failure text can hold what an env server wrote (its output tail, its error frames),
+and a server may echo its environment, `forward_env` values included: every such
+text is passed through `redact` with those values before it is raised, logged or put
+on the trace.
+"""
 
 from __future__ import annotations
 
 import errno
 import logging
 import re
+import traceback
+from collections.abc import Iterable
 
 logger = logging.getLogger(__name__)
 
@@ -21,14 +29,28 @@ class EnvFailure(Exception):
     """
 
 
-def setup_failure(label: str, exc: Exception) -> str:
+REDACTED = "<redacted>"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every (non-empty) value of `secrets` replaced by `<redacted>`,
+    longest first (so a value containing another goes whole)."""
+    for value in sorted({v for v in secrets if v}, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def setup_failure(label: str, exc: Exception, secrets: Iterable[str] = ()) -> str:
     """The cause, for the trace, of an episode that could not be opened or reset: an
     `EnvFailure` as it is; anything else, unexpected, as `<label>: setup failed:
-    <what>` (logged with its traceback; call it from the `except` block)."""
+    <what>` (logged with its traceback; call it from the `except` block). Both are
+    redacted of `secrets` (the `forward_env` values)."""
+    secrets = tuple(secrets)
     if isinstance(exc, EnvFailure):
-        return str(exc)
-    logger.exception("OpenEnv setup failed")
-    return f"{label}: setup failed: {describe(exc)}"
+        return redact(str(exc), secrets)
+    logged = "".join(traceback.format_exception(exc))
+    logger.error("OpenEnv setup failed\n%s", redact(logged, secrets))
+    return redact(f"{label}: setup failed: {describe(exc)}", secrets)
 
 
 def server_error_code(exc: BaseException) -> str | None:

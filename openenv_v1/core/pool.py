@@ -53,7 +53,7 @@ from typing import Any
 import anyio
 import httpx
 
-from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.launch import EnvTarget
 from openenv_v1.core.launchers import launch_failure, launch_plan
 from openenv_v1.core.process_group import process_running
@@ -422,7 +422,11 @@ class ServerPool:
             with self._cond:
                 if server in self._servers:
                     self._servers.remove(server)
-                self._failure = str(launch_failure(self._target, e))
+                # Its output tail may echo the server's environment.
+                self._failure = redact(
+                    str(launch_failure(self._target, e)),
+                    self._target.secret_env.values(),
+                )
                 self._notify_locked()
             logger.error("%s", self._failure)
             return
