@@ -246,7 +246,6 @@ async def test_a_recursive_schema_renders_and_plays(hostile_url):
             EnvTarget(base_url=f"{hostile_url}/recursive"), EpisodeLimits(), stack
         )
         opening = (await episode.reset({})).text
-        assert 'Example: {"move":"...","node":"..."}' in opening
         assert '"next":{"anyOf":[{"$ref":"#/$defs/Node"}' in opening
         await episode.act('{"move": "go", "node": {"next": {"next": null}}}')
         assert (episode.report.reward, episode.report.error) == (0.5, None)

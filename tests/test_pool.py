@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -17,6 +18,8 @@ from tests.servers import (
     TEST_ENVS,
     WORDLE_APP,
     WORDLE_PROJECT,
+    processes_matching,
+    wait_until,
     wordle_uv_servers,
     wordle_uvicorns,
 )
@@ -226,3 +229,32 @@ async def test_a_leased_session_is_kept_when_its_env_errs_on_state_or_builds_slo
             await episode.reset({"seed": 1})
             await episode.act('{"guess": 8}')
             assert (episode.report.reward, episode.report.stop_reason) == (1.0, "done")
+
+
+def test_a_launch_cancelled_by_closing_the_pool_is_not_logged_as_an_error(caplog):
+    target = wordle_target("slow_start:app", PYTHONPATH=str(TEST_ENVS))
+    caplog.set_level("INFO", logger="openenv_v1.core.pool")
+    with pool_of(target) as (pool, _):
+        waiter = threading.Thread(target=_lease_quietly, args=(pool,), daemon=True)
+        waiter.start()
+        assert wait_until(lambda: processes_matching("slow_start:app") != [], 60)
+    waiter.join(30)
+
+    def launch_records() -> list:
+        # The launch's own thread says how it ended, once the stopped server is gone.
+        return [
+            r
+            for r in caplog.records
+            if r.name == "openenv_v1.core.pool"
+            and (r.levelname == "ERROR" or "cancelled" in r.getMessage())
+        ]
+
+    assert wait_until(lambda: launch_records() != [], 30)
+    (record,) = launch_records()
+    assert record.levelname == "INFO", record.getMessage()
+    assert "launch of local/wordle cancelled: the pool closed" in record.getMessage()
+
+
+def _lease_quietly(pool: ServerPool) -> None:
+    with contextlib.suppress(Exception):
+        pool.lease(os.getpid())

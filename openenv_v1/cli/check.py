@@ -21,7 +21,16 @@ Session capacity is not published by OpenEnv servers (no endpoint reports
 `max_concurrent_envs`), but a refused session's error names it ("N/M sessions
 active"). So sessions are opened one by one, up to `probe_sessions`, until one is
 refused; a server that accepts all of them has "at least" that many. Each probe
-session creates an env instance on the server, hence the small bound.
+session is reset with the check's reset kwargs, as a rollout's is (an env can take a
+second session and fail its reset), and creates an env instance on the server, hence
+the small bound.
+
+The task must reach the model: a reset observation that shows nothing (the task was in
+`metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws` replies) is
+shown from the session's state as a rollout does (`EnvEpisode._task_from_state`), with
+a warning; with nothing there either, the warning says the task never reaches the
+model. An MCP env's tools are listed again after the reset (as a rollout does); none
+then is a failure.
 
 Nothing here imports verifiers.
 """
@@ -45,13 +54,26 @@ from openenv_v1.core.episode import env_source_dir
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
+    keep_error_frames,
     server_error_code,
+    server_error_details,
     server_error_message,
 )
+from openenv_v1.core.images import find_images
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
 from openenv_v1.core.launchers import launcher_label
-from openenv_v1.core.mcp_route import SessionRpcClient, route_mcp_steps
-from openenv_v1.core.schema import ActionSpec, fetch_action_spec, read_reset_params
+from openenv_v1.core.mcp_route import (
+    SessionRpcClient,
+    locked_core_version,
+    route_mcp_steps,
+)
+from openenv_v1.core.render import shows_nothing, task_from_state
+from openenv_v1.core.schema import (
+    ActionSpec,
+    fetch_action_spec,
+    read_reset_params,
+    relist_tools,
+)
 from openenv_v1.core.turns import Turn, TurnRenderer
 
 _CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
@@ -116,11 +138,10 @@ class CheckReport:
     def ok(self) -> bool:
         return self.failure is None
 
-    def fail(self, error: str) -> None:
+    def fail(self, error: str, reset_keys: bool = True) -> None:
         connects = "base_url" in self.target
-        self.failure = Failure(
-            self.stage, error, hint_for(self.stage, error, base_url=connects)
-        )
+        hint = hint_for(self.stage, error, base_url=connects, reset_keys=reset_keys)
+        self.failure = Failure(self.stage, error, hint)
 
     def record_launch(self, provider: Any) -> None:
         """What a launch chose: a UV launch's app (`SupervisedUVProvider`), a Docker
@@ -148,10 +169,31 @@ class CheckReport:
         self.warnings += provider.notes
 
     def to_json(self) -> dict[str, Any]:
+        """The report as JSON; image fields of the observations are replaced by
+        their size (`{"image": "600x800x3", "pixels": 1440000}`), not their pixels."""
         data = asdict(replace(self, launched=None))
         data.pop("stage")
         data.pop("launched")
+        for stage in ("reset", "step"):
+            if isinstance(data.get(stage), dict):
+                data[stage]["observation"] = sized_images(data[stage]["observation"])
         return {"ok": self.ok, **data}
+
+
+def sized_images(observation: Any) -> Any:
+    """`observation` with each image field (and its shape field) replaced by the
+    image's size: a screenshot's pixels are megabytes of JSON."""
+    if not isinstance(observation, dict):
+        return observation
+    shown = dict(observation)
+    for image in find_images(observation):
+        for name in image.uses:
+            shown.pop(name, None)
+        shown[image.field] = {
+            "image": image.shape_text,
+            "pixels": image.height * image.width * image.channels,
+        }
+    return shown
 
 
 def docker_summary(provider: Any) -> dict[str, Any]:
@@ -213,9 +255,9 @@ async def run_check(
                 # Read before the stack stops the server and removes its log.
                 raise StageFailed(_with_server_output(str(e), report)) from e
     except (StageFailed, EnvFailure) as e:
-        report.fail(str(e))
+        report.fail(str(e), reset_keys=bool(options.reset))
     except Exception as e:
-        report.fail(describe(e))
+        report.fail(describe(e), reset_keys=bool(options.reset))
     finally:
         report.elapsed_s = round(time.monotonic() - started, 2)
 
@@ -252,7 +294,9 @@ async def _check(
     started = time.monotonic()
     client = await open_env(target, stack, on_launch=report.record_launch)
     report.launch_s = round(time.monotonic() - started, 2)
-    client = route_mcp_steps(client, env_source_dir(target), target.label)
+    client = route_mcp_steps(
+        keep_error_frames(client), env_source_dir(target), target.label
+    )
     url = http_base(client.base_url or target.label)
     report.server_url = url
 
@@ -272,14 +316,26 @@ async def _check(
 
     report.stage = "reset"
     await asyncio.to_thread(_check_reset_keys, options, report)
-    first = await _call("reset", client.reset(**options.reset), options.timeout_s)
+    first = await _call(
+        "reset", client.reset(**options.reset), options.timeout_s, client
+    )
+    if spec.is_mcp:
+        # As a rollout does: an env may start its tool server in reset.
+        spec = await relist_tools(client, url, spec, options.timeout_s)
+        report.tools = [_tool_summary(t) for t in spec.tools or ()]
+        if not spec.tools:
+            raise StageFailed(
+                "the MCP env lists no tools after reset: the model could not act "
+                "(every call would be refused as an unknown tool)"
+            )
     turns = TurnRenderer(
         images=options.observation_images, max_chars=options.max_observation_chars
     )
+    opening = await _visible_task(client, first.observation or {}, options, report)
     report.reset = {
         "kwargs": options.reset,
         **_result(first),
-        **_turn(turns.opening(first.observation or {}, spec)),
+        **_turn(turns.opening(opening, spec)),
     }
 
     action: dict[str, Any] | None = None
@@ -292,7 +348,7 @@ async def _check(
             action = parse_action(options.action, spec)
         except InvalidAction as e:
             raise StageFailed(f"--action is not a valid action: {e}") from e
-        stepped = await _call("step", client.step(action), options.timeout_s)
+        stepped = await _call("step", client.step(action), options.timeout_s, client)
         report.step = {
             "action": action,
             **_result(stepped),
@@ -320,6 +376,23 @@ async def _check(
         report.warnings.append(f"seed check failed: {report.seed_check['error']}")
     report.stage = "sessions"
     report.sessions = await _probe_sessions(session, options)
+    if report.sessions["status"] == "reset failed":
+        held = report.sessions["accepted"]
+        report.warnings.append(
+            (
+                f"only {held} concurrent session(s) can reset"
+                if held
+                else "a session after the check's own cannot reset"
+            )
+            + f": the reset of probe session {held + 1} failed "
+            f"({report.sessions['error']}); "
+            + (
+                "keep the eval's concurrency at that"
+                if held
+                else "the server may "
+                "take one reset per process: a server per rollout (Docker) avoids it"
+            )
+        )
     report.stage = "cleanup"
 
 
@@ -450,15 +523,63 @@ def _check_reset_keys(options: CheckOptions, report: CheckReport) -> None:
         )
 
 
-async def _call(what: str, call: Awaitable[Any], timeout_s: float) -> Any:
+async def _visible_task(
+    client: Any,
+    observation: dict[str, Any],
+    options: CheckOptions,
+    report: CheckReport,
+) -> dict[str, Any]:
+    """The reset observation as a rollout shows it: when it shows the model nothing,
+    the env's session state (less answer-like fields) instead, with a warning that
+    says so; a failure when the state has nothing to show either (the task would
+    never reach the model)."""
+    if not shows_nothing(observation):
+        return observation
+    source = env_source_dir(options.target)
+    core = locked_core_version(source) if source else None
+    server = f"its openenv-core {core} server" if core else "the server"
+    why = (
+        f"the reset observation shows the model nothing: {server} sent no "
+        "`metadata` (openenv-core 0.2.3 and 0.3.0 servers strip it from /ws replies; "
+        "an env that puts its task there loses it on the wire)"
+    )
+    try:
+        state = await _call("state", client.state(), options.timeout_s)
+    except StageFailed as e:
+        state, why = {}, f"{why}; the session's state cannot be read ({e})"
+    shown, hidden = task_from_state(state)
+    if not shown:
+        # A warning, not a failure: a tools-only env (echo_env) has no task to show.
+        report.warnings.append(
+            f"{why}, and the session's state has nothing to show either: the task "
+            "never reaches the model, only the action format does (an env of yours: "
+            "put the task in an observation field)"
+        )
+        return observation
+    kept = (
+        f"; kept from the model as answer-like: {', '.join(hidden)}" if hidden else ""
+    )
+    report.warnings.append(
+        f"{why}; the model is shown the env's session state instead (the `state` "
+        f"message): {', '.join(shown)}{kept}"
+    )
+    return {**observation, **shown}
+
+
+async def _call(
+    what: str, call: Awaitable[Any], timeout_s: float, client: Any = None
+) -> Any:
     try:
         return await asyncio.wait_for(call, timeout_s)
     except TimeoutError as e:
         raise StageFailed(f"{what} did not answer within {timeout_s:.0f}s") from e
     except Exception as e:
         if code := server_error_code(e):
+            details = server_error_details(client) if client is not None else None
+            extra = f" ({details})" if details else ""
             raise StageFailed(
-                f"{what} was refused by the server ({code}): {server_error_message(e)}"
+                f"{what} was refused by the server ({code}): "
+                f"{server_error_message(e)}{extra}"
             ) from e
         raise StageFailed(f"{what} failed: {describe(e)}") from e
 
@@ -543,9 +664,18 @@ async def _probe_sessions(session: EnvTarget, options: CheckOptions) -> dict[str
             # The first probe may still meet the sessions closed just before it.
             patience = _CAPACITY_RETRY_S if held == 0 else 0.0
             try:
-                await _open_probe(session, stack, options.timeout_s, patience)
+                await _open_probe(
+                    session, stack, options.timeout_s, patience, options.reset
+                )
             except Exception as e:
-                if server_error_code(e) != "CAPACITY_REACHED":
+                code = server_error_code(e)
+                if code is not None and code != "CAPACITY_REACHED":
+                    return {
+                        "status": "reset failed",
+                        "accepted": held,
+                        "error": f"{code}: {server_error_message(e)}",
+                    }
+                if code is None:
                     return {"status": "unknown", "accepted": held, "error": describe(e)}
                 found = _CAPACITY.search(server_error_message(e))
                 return {
@@ -562,21 +692,21 @@ async def _open_probe(
     stack: contextlib.AsyncExitStack,
     timeout_s: float,
     patience_s: float,
+    reset: dict[str, Any],
 ) -> None:
-    """Open one more session, held until `stack` closes. The server creates it as the
-    socket opens, so a refusal (CAPACITY_REACHED, raised as is) comes with the first
-    message; it is retried for `patience_s`. Any other error frame is the env's own
-    and still means the session exists."""
+    """Open one more session and reset it (as a rollout would), held until `stack`
+    closes. The server creates it as the socket opens, so a refusal
+    (CAPACITY_REACHED, raised as is) comes with the first message; it is retried for
+    `patience_s`. A reset the env refuses is raised too: a session that cannot
+    reset is no capacity (BrowserGym's second concurrent reset fails)."""
     client = await open_env(session, stack)
     deadline = time.monotonic() + patience_s
     while True:
         try:
-            await asyncio.wait_for(client.state(), timeout_s)
+            await asyncio.wait_for(client.reset(**reset), timeout_s)
             return
         except Exception as e:
             code = server_error_code(e)
-            if code is not None and code != "CAPACITY_REACHED":
-                return  # the env's own error (some refuse `state` before a reset)
-            if code is None or time.monotonic() >= deadline:
+            if code != "CAPACITY_REACHED" or time.monotonic() >= deadline:
                 raise
             await asyncio.sleep(0.2)

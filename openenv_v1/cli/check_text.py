@@ -143,6 +143,11 @@ def _sessions_text(sessions: dict[str, Any]) -> str:
             f"at least {sessions['at_least']} concurrent (all probe sessions accepted;"
             " --probe-sessions N probes further)"
         )
+    if status == "reset failed":
+        return (
+            f"{sessions['accepted']} concurrent (session {sessions['accepted'] + 1} "
+            f"opened but its reset failed: {sessions['error']})"
+        )
     if status == "unknown":
         return (
             f"unknown (probe stopped after {sessions['accepted']}: {sessions['error']})"

@@ -103,12 +103,23 @@ _STAGE_HINTS = {
 }
 
 
-def hint_for(stage: str, error: str, *, base_url: bool = False) -> str | None:
+_NO_KEYS_RESET_HINT = (
+    "the env's reset() failed with no kwargs: its output (above, for a launch) "
+    "names why; --reset passes the kwargs its reset() may need"
+)
+
+
+def hint_for(
+    stage: str, error: str, *, base_url: bool = False, reset_keys: bool = True
+) -> str | None:
     """A suggested fix for a failure, from the error text, else from the stage.
-    `base_url`: the check connected to a running server rather than launching one."""
+    `base_url`: the check connected to a running server rather than launching one;
+    `reset_keys`: the reset had kwargs (a hint about them only applies then)."""
     for pattern, hint, applies in _HINTS:
         if applies == ("launch" if base_url else "base_url"):
             continue
         if re.search(pattern, error):
             return hint
+    if stage == "reset" and not reset_keys:
+        return _NO_KEYS_RESET_HINT
     return _STAGE_HINTS.get(stage)

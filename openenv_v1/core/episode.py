@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -48,9 +49,12 @@ from openenv_v1.core.actions import (
 )
 from openenv_v1.core.errors import (
     EnvFailure,
+    clear_error_frame,
     describe,
+    keep_error_frames,
     redact,
     server_error_code,
+    server_error_details,
     server_error_message,
 )
 from openenv_v1.core.frames import Frame, read_frame
@@ -58,9 +62,12 @@ from openenv_v1.core.launch import EnvTarget, http_base, open_env
 from openenv_v1.core.mcp_route import route_mcp_steps
 from openenv_v1.core.render import (
     ObservationFormat,
+    render_action_format,
     render_invalid_end,
     render_no_tool_call,
     render_tool_failed,
+    shows_nothing,
+    task_from_state,
     tool_error,
 )
 from openenv_v1.core.replies import REASONING_DELIMITERS
@@ -69,7 +76,10 @@ from openenv_v1.core.schema import (
     ResetParams,
     fetch_action_spec,
     read_reset_params,
+    relist_tools,
+    tools_in,
 )
+from openenv_v1.core.step_errors import env_is_broken, illegal_action
 from openenv_v1.core.turns import Turn, TurnRenderer
 
 logger = logging.getLogger(__name__)
@@ -183,6 +193,13 @@ class EnvEpisode:
         self.message_timeout_s = message_timeout_s
         """The client's own per-message timeout (`EnvTarget.message_timeout_s`)."""
         self.native = tool_calls == "native"
+        self.base_url: str | None = None
+        """The server's HTTP address, for listing an MCP env's tools again."""
+        self._last_observation: dict[str, Any] = {}
+        self.task_source: Literal["observation", "state"] = "observation"
+        """Where the opening turn's content came from (see `_task_from_state`)."""
+        self.state_hidden: list[str] = []
+        """State fields kept from the model as answer-like, when state was read."""
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -217,14 +234,45 @@ class EnvEpisode:
             if code is not None:
                 raise EnvFailure(
                     f"{self.label}: reset({_kwargs_text(kwargs)}) was rejected ({code}): "
-                    f"{server_error_message(e)}"
+                    f"{self._server_message(e)}"
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
         self.report.reset_s = time.perf_counter() - started
         self._absorb(result)
         if self.report.done:
             self.report.stop_reason = "done"
-        return self.turns.opening(result.observation, self.spec, self.native)
+        await self._relist_tools()
+        self._last_observation = result.observation or {}
+        opening = await self._task_from_state(self._last_observation)
+        return self.turns.opening(opening, self.spec, self.native)
+
+    async def _task_from_state(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """The reset observation, or, when it shows the model nothing (its task was
+        in `metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws`
+        replies), the env's session state less bookkeeping and answer-like fields
+        (`task_from_state`); `task_source` says which was shown."""
+        if not shows_nothing(observation):
+            return observation
+        try:
+            async with asyncio.timeout(self.limits.step_timeout_s):
+                state = await self.client.state()
+        except Exception:
+            return observation  # no state to read: the check says so
+        shown, self.state_hidden = task_from_state(state)
+        if not shown:
+            return observation
+        self.task_source = "state"
+        return {**observation, **shown}
+
+    async def _relist_tools(self) -> None:
+        """An MCP env's tools as they are after reset: an env may start its tool
+        server in `reset` (OpenEnv's agent_world_model_env), so the list read
+        before it can be empty or another scenario's."""
+        if not self.spec.is_mcp or self.base_url is None:
+            return
+        self.spec = await relist_tools(
+            self.client, self.base_url, self.spec, self.limits.step_timeout_s
+        )
 
     def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
         if self.reset_params is not None:
@@ -307,6 +355,8 @@ class EnvEpisode:
                 "the env server closed the session (it stopped, restarted or dropped "
                 "the connection); not reconnecting to a fresh env mid-episode"
             )
+        if illegal := illegal_action(action, self.spec, self._last_observation):
+            return self._invalid(illegal)
         started = time.perf_counter()
         try:
             result = await self._step(action)
@@ -318,7 +368,11 @@ class EnvEpisode:
             code = server_error_code(e)
             if code == "VALIDATION_ERROR":
                 return self._invalid(
-                    f"the server rejected it: {server_error_message(e)}"
+                    f"the server rejected it: {self._server_message(e)}"
+                )
+            if code == "EXECUTION_ERROR" and await self._survives(e):
+                return self._invalid(
+                    f"the environment refused it: {server_error_message(e)}"
                 )
             if code is not None:
                 return self._failed(
@@ -332,9 +386,13 @@ class EnvEpisode:
         if report.done:
             report.stop_reason = "done"
         observation = result.observation or {}
+        self._last_observation = observation
+        tools_note = self._take_new_tools(observation)
         if tool_error(observation) is None:
             report.invalid_streak = 0
-            return self.turns.observation(observation)
+            turn = self.turns.observation(observation, reserve=len(tools_note))
+            turn.text += tools_note
+            return turn
         left = report.count_invalid(self.limits.max_invalid_actions)
         note = (
             render_tool_failed(left)
@@ -346,6 +404,41 @@ class EnvEpisode:
             turn.text = f"{turn.text}\n{note}"
         turn.failed = True
         return turn
+
+    def _server_message(self, exc: BaseException) -> str:
+        """The server's message for an error frame, with its detail (a
+        `VALIDATION_ERROR`'s `errors`) when the frame had one."""
+        message = server_error_message(exc)
+        details = server_error_details(self.client)
+        clear_error_frame(self.client)
+        return f"{message} ({details})" if details else message
+
+    async def _survives(self, exc: BaseException) -> bool:
+        """Whether an `EXECUTION_ERROR` on a step is the model's to fix: the env's
+        code is not plainly broken (`env_is_broken`) and the session still answers
+        (a `state` message). OpenSpiel raises on an occupied cell; a step that
+        returns the wrong type is the env's bug."""
+        if env_is_broken(server_error_message(exc)) or _session_closed(self.client):
+            return False
+        try:
+            async with asyncio.timeout(self.limits.step_timeout_s):
+                await self.client.state()
+        except Exception as e:
+            # An env whose `state` raises still answered: the session is alive.
+            return server_error_code(e) is not None
+        return True
+
+    def _take_new_tools(self, observation: dict[str, Any]) -> str:
+        """When a step reports tools (a `tools` list, as a `list_tools` step
+        answers), they replace the known ones; a change is told to the model (the
+        text mode's tool list) as a note for the turn, else ''."""
+        tools = tools_in(observation) if self.spec.is_mcp else None
+        if tools is None or tools == self.spec.tools:
+            return ""
+        self.spec = dataclasses.replace(self.spec, tools=tools)
+        if self.native:
+            return ""
+        return "\n\nThe tools changed.\n" + render_action_format(self.spec)
 
     async def _step(self, action: dict[str, Any]) -> Frame:
         """`client.step` within `step_timeout_s`, its result validated
@@ -415,12 +508,13 @@ async def open_episode(
     is ready for `reset`. An env whose lock pins openenv-core 0.2.2 has its MCP steps
     sent as the session's JSON-RPC (`route_mcp_steps`)."""
     source = env_source_dir(target)
-    client = route_mcp_steps(await open_env(target, stack), source, target.label)
-    spec = await fetch_action_spec(
-        client, http_base(client.base_url or target.label), limits.step_timeout_s
+    client = route_mcp_steps(
+        keep_error_frames(await open_env(target, stack)), source, target.label
     )
+    base_url = http_base(client.base_url or target.label)
+    spec = await fetch_action_spec(client, base_url, limits.step_timeout_s)
     params = await asyncio.to_thread(read_reset_params, source) if source else None
-    return EnvEpisode(
+    episode = EnvEpisode(
         client,
         spec,
         limits,
@@ -432,6 +526,8 @@ async def open_episode(
         max_observation_chars=max_observation_chars,
         tool_calls=tool_calls,
     )
+    episode.base_url = base_url
+    return episode
 
 
 def warn_unknown_reset_kwargs(

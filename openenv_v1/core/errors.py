@@ -8,11 +8,13 @@ on the trace.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import re
 import traceback
 from collections.abc import Iterable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -81,3 +83,50 @@ def describe(exc: BaseException) -> str:
             break
         cause = cause.__cause__ or cause.__context__
     return " ".join(parts)
+
+
+_FRAME_ATTR = "_openenv_v1_error_frame"
+
+
+def keep_error_frames(client: Any) -> Any:
+    """Make `client` remember the data of the last error frame it received, which
+    its own exception reduces to `message` and `code` (a `VALIDATION_ERROR`'s
+    `errors` list is dropped). Returns the client; one without a `_receive` (not
+    OpenEnv's WebSocket client) is returned as it is."""
+    receive = getattr(client, "_receive", None)
+    if receive is None or getattr(receive, "_keeps_frames", False):
+        return client
+
+    async def keeping(*args: Any, **kwargs: Any) -> Any:
+        frame = await receive(*args, **kwargs)
+        if isinstance(frame, dict) and frame.get("type") == "error":
+            setattr(client, _FRAME_ATTR, frame.get("data") or {})
+        return frame
+
+    keeping._keeps_frames = True  # type: ignore[attr-defined]
+    client._receive = keeping
+    return client
+
+
+def server_error_details(client: Any) -> str | None:
+    """The detail of the last error frame `client` received (see
+    `keep_error_frames`): each of a `VALIDATION_ERROR`'s `errors` as
+    `<where>: <msg>`, joined with `; `; None when there is none."""
+    data = getattr(client, _FRAME_ATTR, None)
+    errors = data.get("errors") if isinstance(data, dict) else None
+    if not isinstance(errors, list) or not errors:
+        return None
+    parts = []
+    for error in errors[:10]:
+        if not isinstance(error, dict):
+            parts.append(str(error))
+            continue
+        where = ".".join(str(p) for p in error.get("loc") or ())
+        message = str(error.get("msg") or error.get("type") or error)
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def clear_error_frame(client: Any) -> None:
+    with contextlib.suppress(AttributeError):
+        delattr(client, _FRAME_ATTR)

@@ -420,15 +420,21 @@ class ServerPool:
             with contextlib.suppress(Exception):
                 server.provider.stop()
             with self._cond:
+                closed = self._closed
                 if server in self._servers:
                     self._servers.remove(server)
-                # Its output tail may echo the server's environment.
-                self._failure = redact(
-                    str(launch_failure(self._target, e)),
-                    self._target.secret_env.values(),
-                )
+                if not closed:
+                    # Its output tail may echo the server's environment.
+                    self._failure = redact(
+                        str(launch_failure(self._target, e)),
+                        self._target.secret_env.values(),
+                    )
                 self._notify_locked()
-            logger.error("%s", self._failure)
+            if closed:
+                # `close` stopped it mid-launch: no failure, nobody waits for it.
+                logger.info("launch of %s cancelled: the pool closed", self._target.env)
+            else:
+                logger.error("%s", self._failure)
             return
         rss = _group_rss(server.provider)
         with self._cond:

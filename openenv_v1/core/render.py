@@ -38,6 +38,7 @@ Observations are shown in one of two formats (`ObservationFormat`):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -100,6 +101,42 @@ def _view(observation: dict[str, Any]) -> _View:
             if shown:
                 return _View(shown, from_metadata=True)
     return _View(fields)
+
+
+def shows_nothing(observation: dict[str, Any]) -> bool:
+    """Whether the model would be shown nothing of the observation: no field but
+    `done` / `reward`, and no `metadata` to show instead (an openenv-core 0.2.3 or
+    0.3.0 server strips `metadata` from its `/ws` replies)."""
+    return not _visible(observation or {})
+
+
+# State fields that are bookkeeping, and names that say a field holds what the model
+# must find (finqa_env's state has `ground_truth` beside `current_question`).
+_STATE_BOOKKEEPING = frozenset({"episode_id", "step_count"})
+_ANSWER_LIKE = re.compile(
+    r"answer|truth|solution|expected|target|label|gold|secret|reward|score|correct"
+    r"|hidden|private|key|token|password",
+    re.I,
+)
+
+
+def task_from_state(state: Any) -> tuple[dict[str, Any], list[str]]:
+    """What of an env's session state (its `state` message) the model may see when
+    the reset observation shows nothing: its non-empty fields less bookkeeping
+    (`episode_id`, `step_count`) and fields whose names sound like the answer
+    (`ground_truth`, `target_word`, `secret`, ...); and the names so hidden."""
+    if not isinstance(state, dict):
+        return {}, []
+    shown: dict[str, Any] = {}
+    hidden: list[str] = []
+    for key, value in state.items():
+        if key in _STATE_BOOKKEEPING or _empty(value):
+            continue
+        if _ANSWER_LIKE.search(str(key)):
+            hidden.append(str(key))
+        else:
+            shown[str(key)] = value
+    return shown, hidden
 
 
 def metadata_shown(observation: dict[str, Any]) -> bool:
@@ -220,6 +257,27 @@ def _is_prose(text: str) -> bool:
     return any(c.isspace() for c in text.strip())
 
 
+UNCHANGED = "(unchanged since the last turn)"
+REPEAT_MIN_CHARS = 200
+"""A text this long, the same as last turn, is not resent (`UNCHANGED`)."""
+
+
+def same_texts(fields: dict[str, Any]) -> dict[str, str]:
+    """Field -> the earlier field it copies, for long texts shown twice in one
+    observation (BrowserGym's `text` is its `axtree_txt`): the copy is named, not
+    resent, so the two do not split the turn's bound."""
+    first: dict[str, str] = {}
+    copies: dict[str, str] = {}
+    for key, value in fields.items():
+        if not isinstance(value, str) or len(value) < REPEAT_MIN_CHARS:
+            continue
+        if value in first:
+            copies[key] = first[value]
+        else:
+            first[value] = key
+    return copies
+
+
 def render_observation(observation: dict[str, Any]) -> str:
     """What the observation shows (see the module docstring) as compact JSON."""
     return _compact(_visible(observation))
@@ -232,6 +290,7 @@ class ObservationRenderer:
         self.format = format
         self._seen: set[Any] = set()
         self._last_lists: dict[str, list[Any]] = {}
+        self._last_texts: dict[str, str] = {}
 
     def __call__(self, observation: dict[str, Any]) -> str:
         if self.format == "json":
@@ -251,17 +310,52 @@ class ObservationRenderer:
             else None
         )
         shown_now = {v for v in fields.values() if isinstance(v, str)}
+        first_of = same_texts(fields)
         lines = [(main, fields[main])] if main else []
+        if main and self._unchanged(main, fields[main]):
+            lines = [(main, f"{main}: {UNCHANGED}")]
         for key, value in fields.items():
             if key == main:
                 continue
+            if key in first_of:
+                lines.append((key, f"{key}: (same as {first_of[key]})"))
+                continue
+            if key not in view.whole and self._unchanged(key, value):
+                lines.append((key, f"{key}: {UNCHANGED}"))
+                continue
+            label = key
             if isinstance(value, list) and key not in view.whole:
+                grew = self._growth(key, value)
                 value = self._new_entries(key, value, shown_now)
+                if grew is not None:
+                    value, label = grew, f"{key} (+{len(grew)} new)"
                 if not value:
                     continue
             rendered = value if isinstance(value, str) else _compact(value)
-            lines.append((key, f"{key}: {rendered}"))
+            lines.append((key, f"{label}: {rendered}"))
         return lines
+
+    def _unchanged(self, field: str, value: Any) -> bool:
+        """A long text the model was shown last turn, the same again (a task
+        statement resent with every observation)."""
+        if not isinstance(value, str) or len(value) < REPEAT_MIN_CHARS:
+            return False
+        last = self._last_texts.get(field)
+        self._last_texts[field] = value
+        return last == value
+
+    def _growth(self, field: str, entries: list[Any]) -> list[Any] | None:
+        """The entries a list of plain values (not records) gained at its end since
+        last turn, when it only grew; None otherwise (shown whole)."""
+        last = self._last_lists.get(field)
+        if (
+            not last
+            or len(entries) <= len(last)
+            or any(isinstance(e, dict) for e in entries)
+            or entries[: len(last)] != last
+        ):
+            return None
+        return entries[len(last) :]
 
     def _new_entries(
         self, field: str, entries: list[Any], shown_now: set[str]
@@ -306,12 +400,13 @@ def render_action_format(spec: ActionSpec) -> str:
     """How to act, once, in the opening turn: one instruction. For a schema whose
     only required field takes a string (`raw_field`), to reply with that value itself
     (the env's own format, e.g. Wordle's `[crane]`); else the JSON schema; for an MCP
-    env the call format and the tool list, bounded by `MAX_TOOL_LIST_CHARS`."""
-    example = _compact(spec.example())
+    env the call format and the tool list, bounded by `MAX_TOOL_LIST_CHARS`. The
+    action's docstring is shown as native mode's `act` description shows it, and
+    the example only when it satisfies the schema."""
+    example = spec.example()
+    example_line = [] if example is None else [f"Example: {_compact(example)}"]
     if spec.is_mcp:
-        return "\n".join(
-            [_CALL_FORMAT, "Tools:", *_tool_lines(spec), f"Example: {example}"]
-        )
+        return "\n".join([_CALL_FORMAT, "Tools:", *_tool_lines(spec), *example_line])
     if spec.raw_field:
         return _raw_format(spec)
     schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
@@ -322,10 +417,20 @@ def render_action_format(spec: ActionSpec) -> str:
     return "\n".join(
         [
             "Reply with one action: a JSON object matching this schema.",
+            *_about_line(spec),
             f"Action schema: {_compact(schema)}",
-            f"Example: {example}",
+            *example_line,
         ]
     )
+
+
+def _about_line(spec: ActionSpec) -> list[str]:
+    """The action's docstring, which often states what the schema cannot: allowed
+    values, where legal moves are listed."""
+    about = spec.schema.get("description")
+    if isinstance(about, str) and about.strip():
+        return [f"The action: {about.strip()}"]
+    return []
 
 
 def _raw_format(spec: ActionSpec) -> str:
@@ -333,7 +438,7 @@ def _raw_format(spec: ActionSpec) -> str:
     assert name is not None
     description = str((spec.fields.get(name) or {}).get("description") or "").strip()
     what = f" ({description.rstrip('.')})" if description else ""
-    lines = [f"Reply with the {name} itself as plain text{what}."]
+    lines = [f"Reply with the {name} itself as plain text{what}.", *_about_line(spec)]
     others = [f for f in spec.fields if f != name]
     schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
     schema["properties"] = dict(spec.fields)

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import functools
 import json
+import math
 import os
 import threading
 import time
@@ -37,6 +39,7 @@ from urllib.parse import unquote
 import httpx
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from referencing import Registry
 from websockets.exceptions import ConnectionClosed
 
 from openenv_v1.core.errors import EnvFailure, describe
@@ -66,6 +69,9 @@ MAX_SCHEMA_NESTING = 64
 """The deepest nesting of objects and lists a schema may have (32 levels of
 properties); deeper ones are refused before anything recurses through them."""
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+_NO_REMOTE: Registry = Registry()
+"""A registry of nothing: a validator given it resolves no reference outside the
+schema (jsonschema would otherwise retrieve remote ones)."""
 # Keywords whose values are instances (data), not schemas: never walked for refs.
 _DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
 
@@ -143,41 +149,79 @@ class ActionSpec:
         )
         return (Tool(ACT_TOOL, description, parameters),)
 
-    def example(self) -> dict[str, Any]:
-        """A valid-looking action built from the schema, for format hints."""
+    def example(self) -> dict[str, Any] | None:
+        """An action built from the schema, for format hints: one that the schema
+        accepts (lengths, item types, enums, bounds, `const`), or None when none can be
+        built (a `pattern`, a `not`, a schema too deep), so that no hint misleads."""
         if self.is_mcp:
             tool = self.tools[0] if self.tools else None
-            args = _example_object(tool.input_schema, {}) if tool else {}
+            args = (
+                _example_object(tool.input_schema, tool.input_schema.get("$defs") or {})
+                if tool
+                else {}
+            )
+            if tool is not None and not _accepts(tool.input_schema, args):
+                return None
             return {
                 "type": "call_tool",
                 "tool_name": tool.name if tool else "<tool>",
                 "arguments": args,
             }
-        try:
-            return _example_object(self.schema, self.schema.get("$defs") or {})
-        except RecursionError:
-            # A required field whose schema refers back to itself has no finite
-            # example; the schema itself is still shown.
-            return {name: "..." for name in self.required}
+        example = _example_object(self.schema, self.schema.get("$defs") or {})
+        return example if _accepts(self.schema, example) else None
 
 
 _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-def _example_object(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+class _NoExample(Exception):
+    """The schema asks for something no example is built for."""
+
+
+_MAX_DEPTH = 8
+_MAX_ITEMS = 64
+
+
+_NONE = object()
+"""`_example_object`'s answer when a field has no example."""
+
+
+def _accepts(schema: dict[str, Any], example: Any) -> bool:
+    if example is _NONE:
+        return False
+    try:
+        return Draft202012Validator(schema, registry=_NO_REMOTE).is_valid(example)
+    except Exception:  # an invalid schema or a $ref the validator cannot resolve
+        return False
+
+
+def _example_object(
+    schema: dict[str, Any], defs: dict[str, Any], depth: int = 0
+) -> dict[str, Any] | Any:
+    """The object's required fields (all of them when it names none), each with an
+    example value; `_NONE` when one of them has none."""
     props = schema.get("properties") or {}
     required = schema.get("required") or list(props)
-    return {
-        name: _example_value(props[name], defs)
-        for name in required
-        if name in props and name not in _HIDDEN_FIELDS
-    }
+    try:
+        return {
+            name: _example_value(props[name], defs, depth + 1)
+            for name in required
+            if name in props and name not in _HIDDEN_FIELDS
+        }
+    except _NoExample:
+        return _NONE
 
 
-def _example_value(spec: dict[str, Any], defs: dict[str, Any]) -> Any:
+def _example_value(spec: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> Any:
+    """A value `spec` accepts; raises `_NoExample` when none is built."""
+    if depth > _MAX_DEPTH or not isinstance(spec, dict):
+        raise _NoExample
     ref = spec.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        spec = defs.get(ref.rsplit("/", 1)[-1], {})
+        spec = {
+            **defs.get(ref.rsplit("/", 1)[-1], {}),
+            **{k: v for k, v in spec.items() if k != "$ref"},
+        }
     if "const" in spec:
         return spec["const"]
     if spec.get("enum"):
@@ -185,18 +229,78 @@ def _example_value(spec: dict[str, Any], defs: dict[str, Any]) -> Any:
     if "default" in spec and spec["default"] is not None:
         return spec["default"]
     for option in spec.get("anyOf") or spec.get("oneOf") or ():
-        if option.get("type") != "null":
-            return _example_value(option, defs)
+        if isinstance(option, dict) and option.get("type") != "null":
+            return _example_value(option, defs, depth + 1)
+    if spec.get("allOf"):
+        merged: dict[str, Any] = {}
+        for part in spec["allOf"]:
+            merged.update(part if isinstance(part, dict) else {})
+        return _example_value(merged, defs, depth + 1)
     kind = spec.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
     if kind == "object":
-        return _example_object(spec, defs)
-    return {
-        "string": "...",
-        "integer": 0,
-        "number": 0.0,
-        "boolean": False,
-        "array": [],
-    }.get(kind, "...")
+        value = _example_object(spec, defs, depth)
+        if value is _NONE:
+            raise _NoExample
+        return value
+    if kind == "array":
+        return _example_array(spec, defs, depth)
+    if kind in ("integer", "number"):
+        return _example_number(spec, kind == "integer")
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    if kind in ("string", None):
+        return _example_string(spec)
+    raise _NoExample
+
+
+def _example_array(spec: dict[str, Any], defs: dict[str, Any], depth: int) -> list[Any]:
+    prefix = spec.get("prefixItems") or []
+    length = max(int(spec.get("minItems") or 0), len(prefix))
+    if "maxItems" in spec and length > int(spec["maxItems"]) or length > _MAX_ITEMS:
+        raise _NoExample
+    values = [_example_value(p, defs, depth + 1) for p in prefix[:length]]
+    items = spec.get("items")
+    if len(values) < length:
+        if items is False:
+            raise _NoExample
+        item = items if isinstance(items, dict) else {}
+        values += [_example_value(item, defs, depth + 1)] * (length - len(values))
+    return values
+
+
+def _example_number(spec: dict[str, Any], integer: bool) -> int | float:
+    step = 1 if integer else 0.5
+    low = spec.get("minimum")
+    if spec.get("exclusiveMinimum") is not None:
+        low = max(
+            low if low is not None else -math.inf, spec["exclusiveMinimum"] + step
+        )
+    high = spec.get("maximum")
+    if spec.get("exclusiveMaximum") is not None:
+        high = min(
+            high if high is not None else math.inf, spec["exclusiveMaximum"] - step
+        )
+    value: float = 0
+    if low is not None and value < low:
+        value = math.ceil(low) if integer else low
+    if high is not None and value > high:
+        value = math.floor(high) if integer else high
+    multiple = spec.get("multipleOf")
+    if multiple:
+        value = math.ceil(value / multiple) * multiple
+    return int(value) if integer else float(value)
+
+
+def _example_string(spec: dict[str, Any]) -> str:
+    """A placeholder of an allowed length (a `pattern` it misses fails `_accepts`)."""
+    low = int(spec.get("minLength") or 0)
+    high = spec.get("maxLength")
+    text = "..." if low <= 3 else "x" * low
+    return text[: int(high)] if high is not None else text
 
 
 def is_mcp_action(schema: dict[str, Any]) -> bool:
@@ -395,6 +499,27 @@ async def _list_tools(
             f"MCP env at {base_url}: tools could not be listed with a list_tools step "
             f"nor with JSON-RPC tools/list on /mcp: {describe(e)}"
         ) from e
+
+
+async def relist_tools(
+    client: Any, base_url: str, spec: ActionSpec, timeout_s: float = 10.0
+) -> ActionSpec:
+    """`spec` with an MCP env's tools listed again (after a reset: an env may start
+    its tool server there), the same way `fetch_action_spec` lists them."""
+    async with async_client(timeout_s) as http:
+        tools = await _list_tools(client, http, base_url, timeout_s)
+    return dataclasses.replace(spec, tools=tuple(tools))
+
+
+def tools_in(observation: dict[str, Any]) -> tuple[Tool, ...] | None:
+    """The tools a step's observation reports (a `tools` list of named tools, as a
+    `list_tools` step answers), or None when it reports none."""
+    raw = observation.get("tools") if isinstance(observation, dict) else None
+    if not isinstance(raw, list) or not raw:
+        return None
+    if not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in raw):
+        return None
+    return tuple(Tool.from_wire(t) for t in raw)
 
 
 # OpenEnv's env base classes: the server inspects `reset` (or `reset_async`, when

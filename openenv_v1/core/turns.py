@@ -10,8 +10,12 @@
   to 724x724 to fit 2 MiB`), the images past the count are named but not sent, and an
   image `images.py` refused (a decompression bomb) says so on its line;
 - no turn's text is longer than `max_chars`. When the fields do not fit, the longest
-  are cut to an equal share of what is left (short fields stay whole), each with a
-  note: `[... 95,210 of 103,456 chars of pruned_html cut]`. The action format of the
+  are cut to an equal share of what is left (short fields stay whole), each keeping
+  its head and its tail around a note: `[... 95,210 of 103,456 chars of pruned_html
+  cut ...]`; an output's (`stdout`, `output`, `log`, ...) tail gets two thirds of
+  what is kept, since a terminal's errors and test summary come last, other fields a
+  third. A long text that copies another field of the observation is named, not
+  resent (`text: (same as axtree_txt)`), so copies do not split the bound. The action format of the
   opening and feedback turns is never cut; the observation gets the rest.
 
     turns = TurnRenderer(images=True, max_chars=8_000)
@@ -44,6 +48,7 @@ from openenv_v1.core.render import (
     render_invalid,
     render_invalid_call,
     render_tool_hint,
+    same_texts,
 )
 from openenv_v1.core.schema import ActionSpec
 
@@ -115,7 +120,7 @@ class Turn:
 
 
 def _note(name: str, cut: int, total: int) -> str:
-    return f" [... {cut:,} of {total:,} chars of {name} cut]"
+    return f" [... {cut:,} of {total:,} chars of {name} cut ...]"
 
 
 def fit(pieces: list[tuple[str, str]], budget: int) -> tuple[list[str], list[Cut]]:
@@ -125,7 +130,8 @@ def fit(pieces: list[tuple[str, str]], budget: int) -> tuple[list[str], list[Cut
     room = budget - max(0, len(pieces) - 1)
     if sum(sizes) <= room:
         return [text for _, text in pieces], []
-    reserve = max(len(_note(name, len(text), len(text))) for name, text in pieces)
+    # The note, and the space before the kept tail.
+    reserve = 1 + max(len(_note(name, len(text), len(text))) for name, text in pieces)
     caps = _water_fill(sizes, room, reserve)
     texts, cuts = [], []
     for index, (name, text) in enumerate(pieces):
@@ -134,9 +140,24 @@ def fit(pieces: list[tuple[str, str]], budget: int) -> tuple[list[str], list[Cut
             texts.append(text)
             continue
         cut = Cut(name, cap, len(text))
-        texts.append(text[:cap] + cut.note)
+        head = cap - _tail_share(name, cap)
+        tail = text[len(text) - (cap - head) :] if cap > head else ""
+        texts.append(text[:head] + cut.note + (" " + tail if tail else ""))
         cuts.append(cut)
     return texts, cuts
+
+
+# Fields whose end matters most: a terminal's errors and test summary come last.
+_OUTPUT_NAMES = ("output", "stdout", "stderr", "log", "terminal", "result", "trace")
+
+
+def _tail_share(name: str, cap: int) -> int:
+    """How much of a cut field's `cap` characters come from its end: two thirds for
+    outputs (`stdout`, `output`, ...), a third for anything else."""
+    lowered = (name or "").lower()
+    if any(word in lowered for word in _OUTPUT_NAMES):
+        return (2 * cap) // 3
+    return cap // 3
 
 
 def _water_fill(sizes: list[int], room: int, reserve: int) -> dict[int, int]:
@@ -225,9 +246,14 @@ class TurnRenderer:
 
     def _pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
         if self.text.format == "json":
+            fields = _visible(observation)
+            copies = same_texts(fields)
             return [
-                (k, f"{_compact(k)}:{_compact(v)}")
-                for k, v in _visible(observation).items()
+                (
+                    k,
+                    f"{_compact(k)}:{_compact(f'(same as {copies[k]})' if k in copies else v)}",
+                )
+                for k, v in fields.items()
             ]
         return self.text.pieces(observation)
 

@@ -45,6 +45,16 @@ from openenv_v1.vf02.simulator_slots import (
 from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
 
 
+def env_broke(message: str) -> vf.UserError:
+    """The rollout's error for an env that failed the episode. verifiers answers the
+    harness's pending model call with the error's `status_code` (502 by default) and
+    logs each answer; the harness's OpenAI client retries a 5xx twice, so a failed
+    rollout was logged three times. A 4xx is not retried: logged once."""
+    error = vf.UserError(message)
+    error.status_code = 400  # type: ignore[attr-defined]
+    return error
+
+
 class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     user = OpenEnvUser
     slots: SimulatorSlots | None = None
@@ -74,7 +84,7 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         self._note_model_turns(trace)
         _publish(trace)
         if state.error:
-            raise vf.UserError(state.error)
+            raise env_broke(state.error)
         return state.stop_reason == "done"
 
     @vf.stop

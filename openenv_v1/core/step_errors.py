@@ -1,0 +1,78 @@
+"""Whose fault a refused step is: the model's (an illegal move) or the env's (a bug).
+
+OpenEnv's server answers any exception a step raises with an `EXECUTION_ERROR`
+frame carrying `str(exception)` only, and keeps the session. An illegal move
+(OpenSpiel's occupied cell, a shape the physics refuses) and a bug in the env's own
+code (`'StepResult' object has no attribute 'model_dump'`) arrive alike. The message
+is all there is to tell them apart: `env_is_broken` knows the phrasings of Python's
+own errors (attribute, name, type, import errors), which no env raises on purpose
+for a bad action; anything else, on a session that still answers, is the model's
+invalid action (`EnvEpisode._survives`).
+
+Where the observation lists the legal actions (`legal_actions`, as OpenSpiel, Atari
+and the board games do) and the action names one by its only required integer
+field, `illegal_action` checks it before stepping, so an illegal move costs no step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from openenv_v1.core.schema import ActionSpec
+
+_PYTHON_ERRORS = re.compile(
+    r"object has no attribute"
+    r"|object is not (subscriptable|callable|iterable)"
+    r"|unexpected keyword argument"
+    r"|missing \d+ required (positional|keyword-only) argument"
+    r"|name '[^']+' is not defined"
+    r"|not supported between instances of"
+    r"|unsupported operand type"
+    r"|cannot import name"
+    r"|No module named"
+    r"|maximum recursion depth"
+    r"|Object of type \S+ is not JSON serializable"
+)
+
+LEGAL_KEYS = ("legal_actions", "legal_moves", "valid_actions", "available_actions")
+"""Observation fields read as the list of legal action ids."""
+
+
+def env_is_broken(message: str) -> bool:
+    """Whether an `EXECUTION_ERROR` message is one of Python's own errors, which say
+    the env's code is broken rather than the action illegal."""
+    return bool(_PYTHON_ERRORS.search(message))
+
+
+def _integer_field(spec: ActionSpec) -> str | None:
+    """The action's only required integer field (`action_id`), if it has one."""
+    if spec.is_mcp:
+        return None
+    ints = [
+        name
+        for name in spec.required
+        if isinstance(spec.fields.get(name), dict)
+        and spec.fields[name].get("type") == "integer"
+    ]
+    return ints[0] if len(ints) == 1 else None
+
+
+def illegal_action(
+    action: dict[str, Any], spec: ActionSpec, observation: dict[str, Any]
+) -> str | None:
+    """Why `action` is not among the legal actions the last observation lists, or
+    None (legal, or nothing to check against)."""
+    name = _integer_field(spec)
+    if name is None or not isinstance(observation, dict):
+        return None
+    for key in LEGAL_KEYS:
+        legal = observation.get(key)
+        if isinstance(legal, list) and legal and all(type(v) is int for v in legal):
+            value = action.get(name)
+            if value in legal:
+                return None
+            shown = ", ".join(str(v) for v in legal[:50])
+            more = f", ... ({len(legal)} in all)" if len(legal) > 50 else ""
+            return f"{name}={value!r} is not one of the observation's {key} [{shown}{more}]"
+    return None
