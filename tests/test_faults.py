@@ -44,6 +44,10 @@ path. Each failure case and the tests that cover it (here unless a module is nam
 - never step after done:
     test_episode.py::test_no_step_after_done; after a failure:
     test_step_timeout_ends_the_episode_keeping_what_was_earned
+- a hostile server (malformed step results, decompression bombs, too many images,
+  broken or remote-referencing schemas, a dripping or huge `/schema`, a failing
+  server echoing `forward_env` values): test_hostile.py, on its own server
+  (`tests/envs/faulty/hostile_env.py`)
 """
 
 from __future__ import annotations

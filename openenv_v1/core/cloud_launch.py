@@ -39,11 +39,11 @@ import importlib.util
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.light_import import without_gradio
 
 if TYPE_CHECKING:
@@ -339,14 +339,7 @@ class CloudLaunch:
         return ""
 
     def _redacted(self, text: str) -> str:
-        return _redact(text, self._secret_env.values())
-
-
-def _redact(text: str, values: Iterable[str]) -> str:
-    for value in values:
-        if value:
-            text = text.replace(value, "<redacted>")
-    return text
+        return redact(text, self._secret_env.values())
 
 
 def cloud_launch_plan(target: EnvTarget) -> tuple[CloudLaunch, dict[str, Any]]:

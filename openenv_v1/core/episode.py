@@ -10,6 +10,9 @@
 - the same rules serve both ways the model acts: a reply written as text (`act`) and a
   native tool call (`call`, `tool_calls="native"`), whose invalid calls get a short
   note instead of the action format;
+- every reset and step result is validated as it arrives (`frames.read_frame`: an
+  object, a finite reward, ...); a malformed one ends the episode, the fault named,
+  and so does any error nothing here foresaw (never a raw exception);
 - the step reward is added to `report.reward` as it arrives, so what was earned stays
   known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
@@ -49,14 +52,15 @@ from openenv_v1.core.errors import (
     clear_error_frame,
     describe,
     keep_error_frames,
+    redact,
     server_error_code,
     server_error_details,
     server_error_message,
 )
+from openenv_v1.core.frames import Frame, read_frame
 from openenv_v1.core.launch import EnvTarget, http_base, open_env
 from openenv_v1.core.mcp_route import route_mcp_steps
 from openenv_v1.core.render import (
-    REWARD_SIGNAL_KEYS,
     ObservationFormat,
     render_action_format,
     render_invalid_end,
@@ -201,6 +205,10 @@ _warned_reset_keys: set[str] = set()
 
 
 class EnvEpisode:
+    secrets: tuple[str, ...] = ()
+    """Values (`forward_env`) redacted from the episode's failure texts, which can
+    quote the server; the binding sets them from `EnvTarget.secret_env`."""
+
     def __init__(
         self,
         client: Any,
@@ -249,8 +257,10 @@ class EnvEpisode:
                 reraise=True,
             ):
                 with attempt:
-                    result = await asyncio.wait_for(
-                        self.client.reset(**kwargs), self.limits.reset_timeout_s
+                    result = read_frame(
+                        await asyncio.wait_for(
+                            self.client.reset(**kwargs), self.limits.reset_timeout_s
+                        )
                     )
         except TimeoutError as e:
             raise EnvFailure(
@@ -373,6 +383,17 @@ class EnvEpisode:
         return self.turns.message(text)
 
     async def _apply(self, action: dict[str, Any]) -> Turn:
+        """`_step_and_turn`, with an error nothing there foresaw ending only this
+        episode, its cause named: raised, it would reach the eval as a raw exception
+        (verifiers 0.4), or make verifiers call the simulator's `respond` again,
+        stepping the env a second time for the same reply (0.2)."""
+        try:
+            return await self._step_and_turn(action)
+        except Exception as e:
+            logger.exception("%s: the episode failed unexpectedly", self.label)
+            return self._failed(f"unexpected error: {describe(e)}")
+
+    async def _step_and_turn(self, action: dict[str, Any]) -> Turn:
         if _session_closed(self.client):
             return self._failed(
                 "the env server closed the session (it stopped, restarted or dropped "
@@ -468,31 +489,32 @@ class EnvEpisode:
             return ""
         return "\n\nThe tools changed.\n" + render_action_format(self.spec)
 
-    async def _step(self, action: dict[str, Any]) -> Any:
-        """`client.step` within `step_timeout_s`. The client bounds every message by
-        its own timeout already, so a second timer is armed only when that one is
-        longer (a timer per step costs more than a local env's step takes)."""
+    async def _step(self, action: dict[str, Any]) -> Frame:
+        """`client.step` within `step_timeout_s`, its result validated
+        (`read_frame`). The client bounds every message by its own timeout already,
+        so a second timer is armed only when that one is longer (a timer per step
+        costs more than a local env's step takes)."""
         if self.limits.step_timeout_s >= self.message_timeout_s:
-            return await self.client.step(action)
+            return read_frame(await self.client.step(action))
         async with asyncio.timeout(self.limits.step_timeout_s):
-            return await self.client.step(action)
+            return read_frame(await self.client.step(action))
 
-    def _absorb(self, result: Any, step: bool = False) -> None:
-        reward = None if result.reward is None else float(result.reward)
+    def _absorb(self, frame: Frame, step: bool = False) -> None:
         if not step:
-            self.report.reset_reward = reward
+            self.report.reset_reward = frame.reward
         else:
-            self.report.step_rewards.append(reward)
+            self.report.step_rewards.append(frame.reward)
             span = self.limits.reward_range
-            if reward is not None and span and not span[0] <= reward <= span[1]:
+            if (
+                frame.reward is not None
+                and span
+                and not span[0] <= frame.reward <= span[1]
+            ):
                 self.report.rewards_outside += 1
-        self.report.reward += reward or 0.0
-        self.report.done = bool(result.done)
-        signals = _signals(result.metadata) or _signals(
-            (result.observation or {}).get("metadata")
-        )
-        if signals:
-            self.report.signals = signals
+        self.report.reward += frame.reward or 0.0
+        self.report.done = frame.done
+        if frame.signals:
+            self.report.signals = frame.signals
 
     def _invalid(self, problem: str) -> Turn:
         report = self.report
@@ -508,26 +530,13 @@ class EnvEpisode:
         return self.turns.invalid(problem, self.spec, left)
 
     def _failed(self, message: str) -> Turn:
+        message = redact(message, self.secrets)
         self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
         turn = self.turns.message(
             f"The environment failed: {message}. The episode is over."
         )
         turn.failed = True
         return turn
-
-
-def _signals(metadata: Any) -> dict[str, float]:
-    """Numeric reward signals from observation metadata: a `reward_signals` /
-    `rewards` mapping if present."""
-    if not isinstance(metadata, dict):
-        return {}
-    for key in REWARD_SIGNAL_KEYS:
-        raw = metadata.get(key)
-        if isinstance(raw, dict):
-            return {
-                str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float))
-            }
-    return {}
 
 
 def _session_closed(client: Any) -> bool:

@@ -1,4 +1,10 @@
-"""Failures of the environment side, phrased for the person reading the trace."""
+"""Failures of the environment side, phrased for the person reading the trace.
+
+A failure text can hold what an env server wrote (its output tail, its error frames),
+and a server may echo its environment, `forward_env` values included: every such
+text is passed through `redact` with those values before it is raised, logged or put
+on the trace.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import contextlib
 import errno
 import logging
 import re
+import traceback
+from collections.abc import Iterable
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -23,14 +31,28 @@ class EnvFailure(Exception):
     """
 
 
-def setup_failure(label: str, exc: Exception) -> str:
+REDACTED = "<redacted>"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every (non-empty) value of `secrets` replaced by `<redacted>`,
+    longest first (so a value containing another goes whole)."""
+    for value in sorted({v for v in secrets if v}, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text
+
+
+def setup_failure(label: str, exc: Exception, secrets: Iterable[str] = ()) -> str:
     """The cause, for the trace, of an episode that could not be opened or reset: an
     `EnvFailure` as it is; anything else, unexpected, as `<label>: setup failed:
-    <what>` (logged with its traceback; call it from the `except` block)."""
+    <what>` (logged with its traceback; call it from the `except` block). Both are
+    redacted of `secrets` (the `forward_env` values)."""
+    secrets = tuple(secrets)
     if isinstance(exc, EnvFailure):
-        return str(exc)
-    logger.exception("OpenEnv setup failed")
-    return f"{label}: setup failed: {describe(exc)}"
+        return redact(str(exc), secrets)
+    logged = "".join(traceback.format_exception(exc))
+    logger.error("OpenEnv setup failed\n%s", redact(logged, secrets))
+    return redact(f"{label}: setup failed: {describe(exc)}", secrets)
 
 
 def server_error_code(exc: BaseException) -> str | None:
@@ -46,7 +68,10 @@ def server_error_message(exc: BaseException) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """One line naming what went wrong, with the errno name for OS-level failures."""
+    """One line naming what went wrong, with the errno name for OS-level failures
+    (an `EnvFailure` is its own text: it names the cause already)."""
+    if isinstance(exc, EnvFailure):
+        return str(exc)
     parts = [f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__]
     cause = exc.__cause__ or exc.__context__
     seen = {id(exc)}

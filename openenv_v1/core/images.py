@@ -13,6 +13,15 @@ Pixel lists need both sides at least `MIN_SIDE` and C in 1, 3, 4, so board grids
 pixels are encoded as PNG with Pillow, imported only when an image is found; an image
 string is passed on as it is (PNG, JPEG, GIF, WebP) or re-encoded as PNG.
 
+Images are bounded, since the server sending them is untrusted:
+
+- an image of more than `MAX_IMAGE_PIXELS` pixels is refused (`FoundImage.refused`
+  says why) from its header, before anything is decoded: a decompression bomb (a
+  small PNG that decodes to gigabytes) never is;
+- `within_bytes` downscales an image whose file is over a byte bound until it fits
+  (`TurnRenderer` sends at most `MAX_IMAGES_PER_TURN` images per turn, each at most
+  `MAX_IMAGE_BYTES`, and says in the turn what it dropped or downscaled).
+
     for image in find_images(observation):
         print(image.field, image.shape_text, len(image.encoded()))
 """
@@ -23,6 +32,8 @@ import base64
 import binascii
 import io
 import itertools
+import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +45,12 @@ _PASSED_ON = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif"}
 _PASSED_ON["WEBP"] = "image/webp"
 _BASE64_MAGIC = ("iVBORw0KGgo", "/9j/")  # PNG, JPEG
 PNG_COMPRESS_LEVEL = 6
+MAX_IMAGE_PIXELS = 25_000_000
+"""The most pixels (height x width) an image may have; larger ones are refused."""
+MAX_IMAGE_BYTES = 2 * 1024 * 1024
+"""The largest image file a turn sends; larger ones are downscaled to fit."""
+MAX_IMAGES_PER_TURN = 8
+"""The most images one turn sends; the rest are named in its text, not sent."""
 
 
 @dataclass
@@ -48,10 +65,15 @@ class FoundImage:
     """The observation fields this image stands for (itself and its shape field)."""
     _pixels: bytes | None = None
     _encoded: tuple[bytes, str] | None = field(default=None, repr=False)
+    refused: str | None = None
+    """Why the image is not sent at all (too many pixels); None for a usable one."""
 
     @property
     def shape_text(self) -> str:
-        """`210x160x3` (height x width x channels), `64x64` for one channel."""
+        """`210x160x3` (height x width x channels), `64x64` for one channel; `?`
+        when not even that could be read."""
+        if not self.height:
+            return "?"
         sides = f"{self.height}x{self.width}"
         return sides if self.channels == 1 else f"{sides}x{self.channels}"
 
@@ -111,6 +133,13 @@ def _shape_of(name: str, observation: Mapping[str, Any]) -> tuple[str, list] | N
     return None
 
 
+def _too_many_pixels(height: int, width: int) -> str | None:
+    pixels = height * width
+    if pixels <= MAX_IMAGE_PIXELS:
+        return None
+    return f"{pixels:,} pixels is over the {MAX_IMAGE_PIXELS:,}-pixel bound"
+
+
 def _image_sides(height: Any, width: Any, channels: Any) -> bool:
     return (
         all(type(v) is int for v in (height, width, channels))
@@ -134,10 +163,14 @@ def _from_flat(
         value
     ):
         return None
+    uses = (name, shape_key)
+    refused = _too_many_pixels(height, width)
+    if refused:
+        return FoundImage(name, height, width, channels, uses, refused=refused)
     pixels = _bytes_of(value)
     if pixels is None:
         return None
-    return FoundImage(name, height, width, channels, (name, shape_key), pixels)
+    return FoundImage(name, height, width, channels, uses, pixels)
 
 
 def _from_nested(name: str, rows: list) -> FoundImage | None:
@@ -148,6 +181,9 @@ def _from_nested(name: str, rows: list) -> FoundImage | None:
     channels = len(first[0]) if isinstance(first[0], list) else 1
     if not _image_sides(height, width, channels):
         return None
+    refused = _too_many_pixels(height, width)
+    if refused:
+        return FoundImage(name, height, width, channels, (name,), refused=refused)
     parts = []
     for row in rows:
         if not isinstance(row, list) or len(row) != width:
@@ -192,10 +228,25 @@ def _from_file(name: str, data: bytes) -> FoundImage | None:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        # Pillow warns (and past twice its own bound, raises) on opening a huge
+        # image; the header's size is checked against ours before any decoding.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as e:
+        return FoundImage(name, 0, 0, 1, (name,), refused=f"a decompression bomb ({e})")
+    except (UnidentifiedImageError, OSError, ValueError):
+        return None
+    try:
+        with image:
             image_format = image.format or ""
             width, height = image.size
             channels = len(image.getbands())
+            refused = _too_many_pixels(height, width)
+            if refused:
+                return FoundImage(
+                    name, height, width, channels, (name,), refused=refused
+                )
             if image_format not in _PASSED_ON:
                 out = io.BytesIO()
                 image.save(out, "PNG", compress_level=PNG_COMPRESS_LEVEL)
@@ -205,3 +256,40 @@ def _from_file(name: str, data: bytes) -> FoundImage | None:
     except (UnidentifiedImageError, OSError, ValueError):
         return None
     return FoundImage(name, height, width, channels, (name,), _encoded=(data, mime))
+
+
+def within_bytes(image: FoundImage, max_bytes: int) -> FoundImage | None:
+    """`image` when its file takes at most `max_bytes`; else a copy downscaled until
+    it does (a JPEG stays JPEG, anything else becomes PNG), or None when a few tries
+    do not get there."""
+    data = image.encoded()
+    if len(data) <= max_bytes:
+        return image
+    from PIL import Image
+
+    jpeg = image.mime == "image/jpeg"
+    with Image.open(io.BytesIO(data)) as source:
+        picture = source.convert("RGB") if jpeg and source.mode != "RGB" else source
+        width, height = picture.size
+        for _ in range(4):
+            # File size goes roughly with the pixel count.
+            scale = math.sqrt(max_bytes / len(data)) * 0.9
+            width, height = max(1, int(width * scale)), max(1, int(height * scale))
+            out = io.BytesIO()
+            smaller = picture.resize((width, height), Image.Resampling.LANCZOS)
+            if jpeg:
+                smaller.save(out, "JPEG", quality=85)
+            else:
+                smaller.save(out, "PNG", compress_level=PNG_COMPRESS_LEVEL)
+            data = out.getvalue()
+            if len(data) <= max_bytes:
+                mime = "image/jpeg" if jpeg else "image/png"
+                return FoundImage(
+                    image.field,
+                    height,
+                    width,
+                    image.channels,
+                    image.uses,
+                    _encoded=(data, mime),
+                )
+    return None

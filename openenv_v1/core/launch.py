@@ -22,7 +22,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,7 +35,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from openenv_v1.core.errors import EnvFailure, describe, server_error_code
+from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
 from openenv_v1.core.http_client import async_client
 from openenv_v1.core.light_import import generic_client_class
 
@@ -205,7 +205,9 @@ async def _open_uv(
             provider.wait_for_ready, abandon_on_cancel=True
         )
     except Exception as e:
-        raise uv_launch_failure(target, e) from e
+        # Its output tail may echo the server's environment.
+        failure = str(uv_launch_failure(target, e))
+        raise EnvFailure(redact(failure, target.secret_env.values())) from None
     if on_launch is not None:
         on_launch(provider)
     return await _connect(target, url, stack, what=f"the launched {target.env} server")
@@ -254,14 +256,7 @@ def _redacted_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
     from openenv_v1.core.launchers import launch_failure
 
     failure = launch_failure(target, exc)
-    return EnvFailure(_redact(str(failure), target.secret_env.values()))
-
-
-def _redact(text: str, secrets: Iterable[str]) -> str:
-    for value in secrets:
-        if value:
-            text = text.replace(value, "<redacted>")
-    return text
+    return EnvFailure(redact(str(failure), target.secret_env.values()))
 
 
 async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:

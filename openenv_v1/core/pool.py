@@ -53,7 +53,7 @@ from typing import Any
 import anyio
 import httpx
 
-from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.launch import EnvTarget
 from openenv_v1.core.launchers import launch_failure, launch_plan
 from openenv_v1.core.process_group import process_running
@@ -424,7 +424,11 @@ class ServerPool:
                 if server in self._servers:
                     self._servers.remove(server)
                 if not closed:
-                    self._failure = str(launch_failure(self._target, e))
+                    # Its output tail may echo the server's environment.
+                    self._failure = redact(
+                        str(launch_failure(self._target, e)),
+                        self._target.secret_env.values(),
+                    )
                 self._notify_locked()
             if closed:
                 # `close` stopped it mid-launch: no failure, nobody waits for it.

@@ -12,7 +12,7 @@ What an observation shows (`_visible`), before formatting:
 - its fields, without `metadata` and empty values (None, "", [], {});
 - when nothing is left but `done` / `reward` (MCP envs such as OpenEnv's finqa_env put
   the task in the reset observation's `metadata`), the content of `metadata` instead,
-  less its empty values and the reward-signal keys `episode._signals` scores from
+  less its empty values and the reward-signal keys `frames.read_frame` scores from
   (`reward_signals`, `rewards`, `reward_components`). Otherwise `metadata` is hidden;
 - for an MCP tool call (OpenEnv's `CallToolObservation`: `tool_name`, `result`,
   `error`), the tool's own result under the tool's name instead of the MCP envelope:
@@ -46,7 +46,7 @@ from openenv_v1.core.schema import ActionSpec
 
 ObservationFormat = Literal["text", "json"]
 
-# The metadata keys reward signals are read from (`episode._signals`, in this order):
+# The metadata keys reward signals are read from (`frames.read_frame`, in this order):
 # scoring, not content.
 REWARD_SIGNAL_KEYS = ("reward_signals", "rewards", "reward_components")
 _STEP_KEYS = frozenset({"done", "reward"})

@@ -1,6 +1,13 @@
 """The live action contract of a server: its action schema and, for MCP envs, its tools.
 
-`/schema` gives the action's JSON schema. An MCP env (its action is OpenEnv's generic
+`/schema` gives the action's JSON schema. The server is untrusted, so what it serves is
+read under one total deadline and at most `MAX_SCHEMA_BYTES`, and every schema (the
+action's, each MCP tool's input) is checked before use (`check_schema`): a JSON
+object, at most `MAX_SCHEMA_NESTING` levels deep, valid against JSON Schema 2020-12
+(a `pattern` must be a valid regex), every `$ref` local (`#/$defs/...`,
+`#/definitions/...`, an `$anchor`) and resolving. A remote `$ref` is never fetched:
+the schema is refused, as a setup error naming the reference. A self-referencing
+schema is fine (its example stops where it recurses). An MCP env (its action is OpenEnv's generic
 `Action`, `CallToolAction` or `ListToolsAction`, or any action with a `type` of
 `call_tool`) is driven through `call_tool` actions instead, so its tools are discovered:
 first with a `list_tools` step, and when that fails (servers whose action class
@@ -19,6 +26,7 @@ import ast
 import asyncio
 import dataclasses
 import functools
+import json
 import math
 import os
 import threading
@@ -26,9 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Registry
 from websockets.exceptions import ConnectionClosed
 
 from openenv_v1.core.errors import EnvFailure, describe
@@ -51,6 +62,18 @@ CALL_TOOL_SCHEMA: dict[str, Any] = {
 
 # OpenEnv adds `metadata` to every action; it is never the model's business.
 _HIDDEN_FIELDS = frozenset({"metadata"})
+
+MAX_SCHEMA_BYTES = 4 * 1024 * 1024
+"""The largest `/schema` (or JSON-RPC `tools/list`) body read from a server."""
+MAX_SCHEMA_NESTING = 64
+"""The deepest nesting of objects and lists a schema may have (32 levels of
+properties); deeper ones are refused before anything recurses through them."""
+_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+_NO_REMOTE: Registry = Registry()
+"""A registry of nothing: a validator given it resolves no reference outside the
+schema (jsonschema would otherwise retrieve remote ones)."""
+# Keywords whose values are instances (data), not schemas: never walked for refs.
+_DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
 
 ACT_TOOL = "act"
 """The one tool of a non-MCP env in native tool calling: its arguments are the action."""
@@ -167,7 +190,7 @@ def _accepts(schema: dict[str, Any], example: Any) -> bool:
     if example is _NONE:
         return False
     try:
-        return Draft202012Validator(schema).is_valid(example)
+        return Draft202012Validator(schema, registry=_NO_REMOTE).is_valid(example)
     except Exception:  # an invalid schema or a $ref the validator cannot resolve
         return False
 
@@ -309,17 +332,132 @@ async def fetch_action_spec(
     the `list_tools` step included, gets `timeout_s`."""
     async with async_client(timeout_s) as http:
         try:
-            response = await http.get(f"{base_url}/schema")
-            response.raise_for_status()
-            action = response.json()["action"]
+            body = await _read_json(http, "GET", f"{base_url}/schema", timeout_s)
+            action = body["action"]
         except Exception as e:
             raise EnvFailure(
                 f"cannot read the action schema from {base_url}/schema: {describe(e)}"
             ) from e
+        check_schema(action, f"the action schema at {base_url}/schema")
         if not is_mcp_action(action):
             return ActionSpec(schema=action)
         tools = await _list_tools(client, http, base_url, timeout_s)
+    for tool in tools:
+        check_schema(
+            tool.input_schema, f"the input schema of tool {tool.name!r} at {base_url}"
+        )
     return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tuple(tools))
+
+
+async def _read_json(
+    http: httpx.AsyncClient, method: str, url: str, timeout_s: float, **kwargs: Any
+) -> Any:
+    """The JSON body of one request, all of it read within `timeout_s` (the
+    client's own timeout bounds each read only: a server dripping a byte at a time
+    would never trip it) and at most `MAX_SCHEMA_BYTES`."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with http.stream(method, url, **kwargs) as response:
+                response.raise_for_status()
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_SCHEMA_BYTES:
+                        raise ValueError(f"the body is over {MAX_SCHEMA_BYTES:,} bytes")
+    except TimeoutError:
+        raise TimeoutError(f"no complete answer within {timeout_s:g}s") from None
+    return json.loads(body)
+
+
+class SchemaProblem(EnvFailure):
+    """A schema served by the env cannot be used; `str()` names the fault."""
+
+
+def check_schema(schema: Any, what: str) -> None:
+    """Raise `SchemaProblem` naming the fault when `schema` (described by `what`)
+    is not one the episode can use (see the module docstring). Nothing is fetched."""
+    from openenv_v1.core.frames import nested_deeper_than  # frames imports render
+
+    if not isinstance(schema, dict):
+        raise SchemaProblem(
+            f"{what} must be a JSON object, got {type(schema).__name__}"
+        )
+    if nested_deeper_than(schema, MAX_SCHEMA_NESTING):
+        raise SchemaProblem(f"{what} is nested deeper than {MAX_SCHEMA_NESTING} levels")
+    anchors: set[str] = set()
+    refs: list[tuple[str, str]] = []
+    for where, node in _schema_nodes(schema):
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(key), str):
+                anchors.add(node[key])
+        for key in _REF_KEYS:
+            if isinstance(node.get(key), str):
+                refs.append((f"{where}/{key}", node[key]))
+        if where and isinstance(node.get("$id"), str):
+            raise SchemaProblem(
+                f"{what} has an `$id` at {where} (a nested schema resource): "
+                "only references into the one document are followed"
+            )
+    for where, ref in refs:
+        if not ref.startswith("#"):
+            raise SchemaProblem(
+                f"{what} refers to {ref!r} (at {where}): only local references "
+                "(#/$defs/...) are followed, and nothing is fetched from elsewhere"
+            )
+        if not _resolves(schema, ref[1:], anchors):
+            raise SchemaProblem(
+                f"{what} refers to {ref!r} (at {where}), which is not in the schema"
+            )
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        at = "/" + "/".join(str(p) for p in e.absolute_path)
+        raise SchemaProblem(
+            f"{what} is not a valid JSON schema: {e.message} (at {at})"
+        ) from None
+    for name, spec in (schema.get("properties") or {}).items():
+        if not isinstance(spec, dict):
+            raise SchemaProblem(
+                f"{what}: the schema of field {name!r} must be an object, not "
+                f"{json.dumps(spec)}"
+            )
+
+
+def _schema_nodes(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every object in `schema` with its JSON pointer, instance values
+    (`const`, `enum`, `default`, `examples`) left out; walked without recursion."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, list):
+            stack += [(f"{where}/{i}", item) for i, item in enumerate(node)]
+        elif isinstance(node, dict):
+            found.append((where, node))
+            stack += [
+                (f"{where}/{key}", value)
+                for key, value in node.items()
+                if key not in _DATA_KEYS
+            ]
+    return found
+
+
+def _resolves(schema: dict[str, Any], fragment: str, anchors: set[str]) -> bool:
+    """Whether the fragment of a local `$ref` (the part after `#`) names a part of
+    `schema`: a JSON pointer (`/$defs/Move`) or an anchor name."""
+    fragment = unquote(fragment)
+    if fragment and not fragment.startswith("/"):
+        return fragment in anchors
+    node: Any = schema
+    for part in fragment.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
 
 
 async def _list_tools(
@@ -346,12 +484,13 @@ async def _list_tools(
     except Exception:
         pass  # subclassed call-tool actions reject list_tools; JSON-RPC still works
     try:
-        response = await http.post(
+        body = await _read_json(
+            http,
+            "POST",
             f"{base_url}/mcp",
+            timeout_s,
             json={"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1},
         )
-        response.raise_for_status()
-        body = response.json()
         if body.get("error"):
             raise RuntimeError(body["error"].get("message") or body["error"])
         return [Tool.from_wire(t) for t in body["result"]["tools"]]

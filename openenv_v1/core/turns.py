@@ -5,7 +5,10 @@
 - image fields (`images.py`: pixel lists, image strings) leave the text; each becomes
   one line, `screen: image 210x160x3, attached`, and the encoded image goes with the
   turn (`Turn.images`). With images off the line says `not shown` instead and no
-  image goes;
+  image goes. A turn sends at most `MAX_IMAGES_PER_TURN` images of at most
+  `MAX_IMAGE_BYTES` each: a larger file is downscaled to fit (`attached, downscaled
+  to 724x724 to fit 2 MiB`), the images past the count are named but not sent, and an
+  image `images.py` refused (a decompression bomb) says so on its line;
 - no turn's text is longer than `max_chars`. When the fields do not fit, the longest
   are cut to an equal share of what is left (short fields stay whole), each keeping
   its head and its tail around a note: `[... 95,210 of 103,456 chars of pruned_html
@@ -29,7 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from openenv_v1.core.images import FoundImage, find_images
+from openenv_v1.core.images import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_TURN,
+    FoundImage,
+    find_images,
+    within_bytes,
+)
 from openenv_v1.core.render import (
     ObservationFormat,
     ObservationRenderer,
@@ -68,7 +77,7 @@ class Turn:
     text: str
     images: list[FoundImage] = field(default_factory=list)
     omitted: list[FoundImage] = field(default_factory=list)
-    """Images found but not sent (`images` off)."""
+    """Images found but not sent (`images` off, refused, or past the bounds)."""
     cuts: list[Cut] = field(default_factory=list)
     failed: bool = False
     """It answers a call that was not carried out as asked: an invalid action, a tool
@@ -186,11 +195,7 @@ class TurnRenderer:
         found = find_images(observation)
         used = {name for image in found for name in image.uses}
         rest = {k: v for k, v in observation.items() if k not in used}
-        image_lines = [
-            f"{i.field}: image {i.shape_text}, "
-            + ("attached" if self.images else "not shown")
-            for i in found
-        ]
+        sent, omitted, image_lines = self._bounded(found)
         limit = max(self.max_chars - reserve, MIN_OBSERVATION_CHARS)
         budget = limit - sum(len(line) + 1 for line in image_lines)
         if self.text.format == "json":
@@ -202,9 +207,42 @@ class TurnRenderer:
         if len(text) > limit:
             # Only when the bound is too small for the notes themselves.
             text = self.clip(text, limit)
-        if self.images:
-            return Turn(text, images=found, cuts=cuts)
-        return Turn(text, omitted=found, cuts=cuts)
+        return Turn(text, images=sent, omitted=omitted, cuts=cuts)
+
+    def _bounded(
+        self, found: list[FoundImage]
+    ) -> tuple[list[FoundImage], list[FoundImage], list[str]]:
+        """The images to send, those not sent, and one line per image saying which
+        (and why not, or how it was downscaled)."""
+        sent: list[FoundImage] = []
+        omitted: list[FoundImage] = []
+        lines: list[str] = []
+        limit = f"{MAX_IMAGE_BYTES / 2**20:g} MiB"
+        for image in found:
+            head = f"{image.field}: image {image.shape_text}"
+            if image.refused or not self.images or len(sent) >= MAX_IMAGES_PER_TURN:
+                if image.refused:
+                    why = f"refused: {image.refused}"
+                elif not self.images:
+                    why = "not shown"
+                else:
+                    why = f"not attached (a turn carries at most {MAX_IMAGES_PER_TURN})"
+                lines.append(f"{head}, {why}")
+                omitted.append(image)
+                continue
+            fitted = within_bytes(image, MAX_IMAGE_BYTES)
+            if fitted is None:
+                lines.append(f"{head}, not attached (over {limit} even downscaled)")
+                omitted.append(image)
+            elif fitted is image:
+                lines.append(f"{head}, attached")
+                sent.append(image)
+            else:
+                lines.append(
+                    f"{head}, attached, downscaled to {fitted.shape_text} to fit {limit}"
+                )
+                sent.append(fitted)
+        return sent, omitted, lines
 
     def _pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
         if self.text.format == "json":

@@ -148,10 +148,11 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 max_observation_chars=config.max_observation_chars,
                 tool_calls=task.tool_calls,
             )
+            episode.secrets = tuple(target.secret_env.values())
             self._opening = await episode.reset(reset_kwargs(task.reset, task.seed))
             self._episode = episode
         except Exception as e:
-            self._failure = setup_failure(target.label, e)
+            self._failure = setup_failure(target.label, e, target.secret_env.values())
         if task.tool_calls == "native" and self._episode is not None:
             try:
                 await self._publish_tools(self._episode)

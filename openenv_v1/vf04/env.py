@@ -114,9 +114,11 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                     max_observation_chars=config.max_observation_chars,
                     tool_calls=config.tool_calls,
                 )
+                episode.secrets = tuple(target.secret_env.values())
                 turn = await episode.reset(reset_kwargs(data.reset, data.seed))
             except Exception as e:
-                raise OpenEnvError(setup_failure(target.label, e)) from None
+                secrets = target.secret_env.values()
+                raise OpenEnvError(setup_failure(target.label, e, secrets)) from None
             report = episode.report
             async with agents.player.interaction(task) as interaction:
                 lent = (

@@ -1,0 +1,160 @@
+"""Where a reset or step frame from the env server becomes what the episode uses.
+
+The server is untrusted: whatever its frame holds, `read_frame` either returns a
+`Frame` the rest of the core can use without further checks, or raises
+`MalformedFrame` naming the fault. The contract of a `Frame`:
+
+- `observation` is a JSON object (a missing one is `{}`), nested at most
+  `MAX_NESTING` levels deep (so rendering it never recurses without bound);
+- `reward` is None or a finite float (a bool counts as 0 or 1, as OpenEnv's own
+  `Observation.reward` allows); a string, NaN, an infinity or an integer too large
+  for a float is a fault, never recorded;
+- `done` is a bool;
+- `signals` are the named reward signals of the frame's metadata (a
+  `reward_signals` / `rewards` / `reward_components` mapping, on the frame or in the
+  observation's `metadata`), every one a finite number.
+
+A fault ends only the episode that received it (`EnvEpisode` reports it as the
+episode's error), keeping the reward earned before it.
+
+    frame = read_frame(client_result)
+    report.reward += frame.reward or 0.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.render import REWARD_SIGNAL_KEYS
+
+MAX_NESTING = 100
+"""The deepest nesting of objects and lists an observation may have."""
+_SHOWN_CHARS = 60
+
+
+class MalformedFrame(EnvFailure):
+    """The env server sent a frame that breaks the contract above; `str()` names the
+    fault (the field, what it held, what it must be)."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__(f"the env server sent a malformed result: {fault}")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A validated reset or step result (see the module docstring)."""
+
+    observation: dict[str, Any]
+    reward: float | None
+    done: bool
+    signals: dict[str, float]
+
+
+def read_frame(result: Any) -> Frame:
+    """The validated frame of a client's reset or step result (OpenEnv's
+    `StepResult`: `observation`, `reward`, `done`, `metadata`). Raises
+    `MalformedFrame` on the first fault found."""
+    observation = getattr(result, "observation", None)
+    if observation is None:
+        observation = {}
+    if not isinstance(observation, dict):
+        raise MalformedFrame(
+            f"the observation must be a JSON object, got {_kind(observation)} "
+            f"{_shown(observation)}"
+        )
+    if nested_deeper_than(observation, MAX_NESTING):
+        raise MalformedFrame(
+            f"the observation is nested deeper than {MAX_NESTING} levels"
+        )
+    done = getattr(result, "done", False)
+    if not isinstance(done, bool):
+        raise MalformedFrame(
+            f"`done` must be true or false, got {_kind(done)} {_shown(done)}"
+        )
+    reward = _finite(getattr(result, "reward", None), "the reward")
+    signals = _signals(getattr(result, "metadata", None)) or _signals(
+        observation.get("metadata")
+    )
+    return Frame(observation, reward, done, signals)
+
+
+def _finite(value: Any, what: str) -> float | None:
+    """`value` as a finite float (None stays None), or a `MalformedFrame`."""
+    if value is None:
+        return None
+    if not isinstance(value, int | float):
+        raise MalformedFrame(
+            f"{what} must be a number or null, got {_kind(value)} {_shown(value)}"
+        )
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise MalformedFrame(f"{what} must be a finite number, got {_shown(value)}")
+    return number
+
+
+def _signals(metadata: Any) -> dict[str, float]:
+    """The first reward-signal mapping of `metadata` (keys `REWARD_SIGNAL_KEYS`, in
+    that order), every value checked to be a finite number."""
+    if not isinstance(metadata, dict):
+        return {}
+    for key in REWARD_SIGNAL_KEYS:
+        raw = metadata.get(key)
+        if isinstance(raw, dict):
+            signals = {}
+            for name, value in raw.items():
+                number = _finite(value, f"the reward signal {key}.{name}")
+                if number is None:
+                    raise MalformedFrame(
+                        f"the reward signal {key}.{name} must be a number, got null"
+                    )
+                signals[str(name)] = number
+            return signals
+    return {}
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests objects and lists more than `limit` levels deep
+    (walked without recursion, so any depth is safe to ask about)."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
+
+
+def _kind(value: Any) -> str:
+    return {
+        str: "a string",
+        list: "a list",
+        bool: "a bool",
+        int: "an integer",
+        float: "a number",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    """`value` as the fault message quotes it: short, and a huge integer by its
+    digit count (its text alone could be thousands of characters)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > 64:
+            try:
+                digits = str(len(str(abs(value))))
+            except ValueError:  # past Python's int-to-text limit
+                digits = f"about {int(value.bit_length() * math.log10(2))}"
+            return f"an integer of {digits} digits"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
