@@ -56,6 +56,7 @@ from openenv_v1.core.openenv_lines import (
     find_free_port,
 )
 from openenv_v1.core.process_group import die_with_owner, signal_group
+from openenv_v1.core.server_env import server_environ
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +184,8 @@ class SupervisedUVProvider(UVProvider):
                 "task.user.provider_kwargs.app to the module that calls "
                 "`create_app`, e.g. `<pkg>.server.app:app`"
             )
-        env = {**os.environ, **(self.env_vars or {}), **(env_vars or {})}
-        env.pop("VIRTUAL_ENV", None)  # the launcher's own venv, not the env's
+        # Built from an allow-list, not inherited: see `server_env`.
+        env = server_environ({**(self.env_vars or {}), **(env_vars or {})})
         source = self.project_path
         self._env_dir = prepared_env_dir(source, project.name)
         env["UV_PROJECT_ENVIRONMENT"] = str(self._env_dir)

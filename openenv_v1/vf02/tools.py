@@ -18,6 +18,13 @@ FastMCP's low-level server) lists and dispatches them.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # Each call brings its rollout's state channel secret: keep this process's
+    # memory from env servers of the same user (`server_env`).
+    from openenv_v1.core.server_env import hide_this_process
+
+    hide_this_process()
+
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 

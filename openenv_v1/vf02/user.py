@@ -27,6 +27,11 @@ cheaper.
 from __future__ import annotations
 
 if __name__ == "__main__":
+    # First of all: this process holds the rollout's state channel secret in its
+    # environment; no env server of the same user may read it (`server_env`).
+    from openenv_v1.core.server_env import hide_this_process
+
+    hide_this_process()
     # Before verifiers is imported, and only in the simulator process: become a fork
     # of the taskset's fork server (exits here), or else import only what is used.
     from openenv_v1.vf02.simulator_forks import run_forked

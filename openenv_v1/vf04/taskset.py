@@ -18,6 +18,7 @@ import verifiers.v1 as vf
 from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launchers import check_launcher
+from openenv_v1.core.server_env import hide_this_process, use_server_home
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig
 
@@ -44,6 +45,10 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         config.require_target()
         super().__init__(config)
         route_to_verifiers()
+        # The eval runs the episodes: it holds API keys and the episodes' accounts
+        # (`server_env`).
+        hide_this_process()
+        use_server_home(config.server_home)
         target = config.target()
         # A launcher that cannot be used (its SDK missing) fails here, not per rollout.
         try:
