@@ -11,6 +11,8 @@ there), and a UV-launched server runs as the eval's own user. So:
     `PYTHONIOENCODING`, `PYTHONUTF8`, `PYENV_ROOT`, `PYENV_VERSION` (a `python` found
     through pyenv's shims), every `UV_*` setting except credentials (names ending in
     `_PASSWORD` or `_TOKEN`, and `UV_PUBLISH_*`);
+  - `OPENENV_V1_TEST_RUN`, `PYTEST_XDIST_WORKER`: which test run started it (this
+    project's suite tells its servers apart by them);
   - what uv needs to reach a package index: `SSL_CERT_FILE`, `SSL_CERT_DIR`,
     `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, and `HTTP(S)_PROXY`, `ALL_PROXY`,
     `NO_PROXY` (either case);
@@ -72,6 +74,10 @@ _EXACT = frozenset(
         "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE",
         "CURL_CA_BUNDLE",
+        # Which test run launched it (this project's suite tells the servers of
+        # its runs and workers apart by them): markers, never secrets.
+        "OPENENV_V1_TEST_RUN",
+        "PYTEST_XDIST_WORKER",
         *(
             name
             for base in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")

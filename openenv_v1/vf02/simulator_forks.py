@@ -183,7 +183,8 @@ def socket_from_config() -> tuple[str, str] | None:
         return None
     with contextlib.suppress(ValueError, AttributeError):
         config = json.loads(raw)
-        path, token = config.get("simulator_forks"), config.get("simulator_forks_token")
+        path = config.get("simulator_forks")
+        token = config.get("simulator_forks_token") or ""
         if isinstance(path, str) and path and isinstance(token, str):
             return path, token
     return None
@@ -345,12 +346,16 @@ def _preload() -> None:
     generic_client_class()
 
 
-def serve(path: str, owner: int, token: str) -> None:
-    """The fork server's loop: one fork per connection that brings `token`, until
-    its owner (the pid that started it) is gone. An owner that died before this
-    process got here (a loaded machine can take seconds to start it) is gone
-    already: it does not serve at all."""
-    if os.getppid() != owner or not token:
+def serve(path: str, owner: int, token: str | None = None) -> None:
+    """The fork server's loop: one fork per connection that brings `token` (None:
+    read from standard input), until its owner (the pid that started it) is gone.
+    An owner that died before this process got here (a loaded machine can take
+    seconds to start it) is gone already: it does not serve at all."""
+    if os.getppid() != owner:
+        return
+    if token is None:
+        token = sys.stdin.readline().strip()
+    if not token:
         return
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -485,4 +490,4 @@ if __name__ == "__main__":
     from openenv_v1.core.server_env import hide_this_process
 
     hide_this_process()  # before the token is read; its forks stay hidden too
-    serve(sys.argv[1], int(sys.argv[2]), sys.stdin.readline().strip())
+    serve(sys.argv[1], int(sys.argv[2]))
