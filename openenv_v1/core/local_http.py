@@ -45,7 +45,7 @@ Handler = Callable[[str, dict[str, Any]], Awaitable[tuple[int, Mapping[str, Any]
 SCHEME = "unix:"
 MAX_BODY = 16 << 20
 REQUEST_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 4096
+MAX_CONNECTIONS = 8192
 
 
 class LocalEndpoint:
