@@ -17,10 +17,15 @@ SNOOP_COMMAND = '{"command": "printenv; cat /proc/*/environ"}'
 """What the model sends the snoop env (any command does)."""
 PLANTED = "OPENENV_V1_TEST_API_KEY"
 """A key in the eval's environment that is not forwarded: no env server may see it."""
-AS_ORDINARY_USER = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
-"""Run a command without any capability. The tests run as root here, whose
+AS_ORDINARY_USER = (
+    ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+    if os.geteuid() == 0
+    else []
+)
+"""Run a command as an ordinary user would: as root, without any capability. Root's
 CAP_SYS_PTRACE reads every process's /proc files; without capabilities the kernel
-treats root's processes as any other user's (non-dumpable ones stay unreadable)."""
+treats root's processes as any other user's (non-dumpable ones stay unreadable).
+Nothing to do for a run that is not root."""
 LAUNCHER_SET = {"UV_PROJECT_ENVIRONMENT", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "TMPDIR"}
 """Set for the server by the launcher (`server_env`); TMPDIR by verifiers 0.2 for
 a simulator, whose servers inherit it."""
