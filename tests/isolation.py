@@ -8,7 +8,7 @@ import os
 import secrets
 from pathlib import Path
 
-from openenv_v1.core.server_env import passed_names
+from openenv_v1.core.server_env import passed_names, user_uv_cache_dir
 from tests.servers import TEST_ENVS
 
 SNOOP_PROJECT = TEST_ENVS / "snoop_env"
@@ -63,9 +63,7 @@ def assert_saw_only_what_it_was_given(report: dict, planted: str) -> None:
     assert not [n for n in env if n.startswith(("VF_", "MCP_"))]
     assert env["HOME"] != os.path.expanduser("~")
     assert Path(env["HOME"]).name.startswith("openenv-v1-home-")
-    assert env["UV_CACHE_DIR"] == os.environ.get(
-        "UV_CACHE_DIR", str(Path.home() / ".cache/uv")
-    )
+    assert env["UV_CACHE_DIR"] == user_uv_cache_dir()
     assert report["found"] == []
     assert report["channels"] == 0 and report["tampered"] == []
     # What it could read are env servers (its own `uv run`, other rollouts' servers,

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 
+from openenv_v1.core.server_env import HOME_VAR, user_uv_cache_dir
 from tests.isolation import SNOOP_APP, SNOOP_COMMAND, SNOOP_PROJECT, read_reports
 from tests.servers import BIN
 
@@ -14,7 +15,12 @@ NAME = "OPENENV_V1_TEST_FORWARDED"
 
 
 def test_check_forwards_only_the_named_variables(tmp_path):
+    """Also: the server's HOME is the one settled for the eval (here through
+    `OPENENV_V1_SERVER_HOME`, as verifiers 0.2's simulators inherit it), uv's cache
+    the user's."""
     value, kept = f"v-{os.getpid()}", f"k-{os.getpid()}"
+    home = tmp_path / "home"
+    home.mkdir()
     kwargs = {"env_vars": {"SNOOP_REPORT_DIR": str(tmp_path)}}
     proc = subprocess.run(
         [
@@ -34,7 +40,12 @@ def test_check_forwards_only_the_named_variables(tmp_path):
             "0",
             "--json",
         ],
-        env={**os.environ, NAME: value, "OPENENV_V1_TEST_KEPT_API_KEY": kept},
+        env={
+            **os.environ,
+            NAME: value,
+            "OPENENV_V1_TEST_KEPT_API_KEY": kept,
+            HOME_VAR: str(home),
+        },
         capture_output=True,
         text=True,
         timeout=240,
@@ -43,6 +54,8 @@ def test_check_forwards_only_the_named_variables(tmp_path):
     (report,) = read_reports(tmp_path)
     assert report["env"][NAME] == value
     assert "OPENENV_V1_TEST_KEPT_API_KEY" not in report["env"]
+    assert report["env"]["HOME"] == str(home)
+    assert report["env"]["UV_CACHE_DIR"] == user_uv_cache_dir()
 
 
 def test_check_names_a_forwarded_variable_that_is_not_set():
