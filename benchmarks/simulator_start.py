@@ -157,7 +157,8 @@ def start_simulator(
         env = {k: v for k, v in os.environ.items() if k != FULL_IMPORT_VAR}
         env.update(
             VF_CONFIG=OpenEnvUserConfig(
-                simulator_forks=forks.socket_path if forks else None
+                simulator_forks=forks.socket_path if forks else None,
+                simulator_forks_token=forks.token if forks else None,
             ).model_dump_json(),
             MCP_PORT_FILE=str(port_file),
             VF_STATE_URL=state_url,

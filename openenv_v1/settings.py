@@ -36,6 +36,11 @@ class EpisodeSettings(BaseModel):
     """Names of variables of the eval's environment to pass into the launched env
     server (API keys, tokens). Only the names are configured or saved; the values are
     read from the eval process when the server is launched."""
+    server_home: str | None = None
+    """HOME of UV-launched env servers. Unset: a folder of their own, new for each
+    eval and removed when it ends, so an env that writes `~/.gitconfig` or `~/.cache`
+    writes there, not into yours (uv's cache and Pythons stay yours). A path: that
+    folder (`~` for your own HOME). See docs/security.md for all a server sees."""
     server_web_ui: bool = False
     """Let UV-launched env servers import gradio for OpenEnv's web UI (also implied by
     `ENABLE_WEB_INTERFACE` in `env_vars`). Off, gradio is hidden from env projects

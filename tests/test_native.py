@@ -8,10 +8,14 @@ harness flag) or verifiers' `null` harness (`--harness.id null`, nothing else).
 
 import asyncio
 import contextlib
+import os
+import stat
 import time
 
 import pytest
 
+from openenv_v1.core.local_http import parse_address
+from openenv_v1.vf02.tool_desk import check_desk_address
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import (
     COUNTER_SCRIPT,
@@ -58,7 +62,10 @@ def test_an_mcp_envs_tools_are_listed_as_its_own(counter_url, tmp_path):
         assert add.inputSchema["required"] == ["n"]
         # The simulator left them, and its own address, on the state before serving.
         assert [t["name"] for t in chan.state.tools] == ["add", "peek", "submit"]
-        assert chan.state.tool_desk == user_url.replace("/mcp", "/openenv/call")
+        # Its desk: a socket in a folder only this user can open, with a token.
+        desk, token = parse_address(check_desk_address(chan.state.tool_desk))
+        assert stat.S_IMODE(os.stat(os.path.dirname(desk)).st_mode) == 0o700
+        assert len(token) >= 32
         assert opening_text(user_url).startswith("counter starts at 1")
 
 

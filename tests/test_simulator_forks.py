@@ -78,7 +78,7 @@ class Simulator:
 
 @contextlib.contextmanager
 def simulator(
-    env_url: str, tmp_path: Path, forks_socket: str | None
+    env_url: str, tmp_path: Path, forks_socket: str | None, token: str | None = None
 ) -> Iterator[Simulator]:
     task = OpenEnvData(
         idx=0, name="forks", prompt=None, env=None, base_url=env_url,
@@ -89,7 +89,9 @@ def simulator(
     with rollout_channel(task.model_dump_json()) as state_url:
         env = dict(os.environ)
         env.update(
-            VF_CONFIG=OpenEnvUserConfig(simulator_forks=forks_socket).model_dump_json(),
+            VF_CONFIG=OpenEnvUserConfig(
+                simulator_forks=forks_socket, simulator_forks_token=token
+            ).model_dump_json(),
             MCP_PORT_FILE=str(workdir / "port"),
             VF_STATE_URL=state_url,
             VF_STATE_SECRET="forks",
@@ -122,7 +124,7 @@ def forks() -> Iterator[SimulatorForks]:
 def test_a_forked_simulator_plays_and_ends_with_its_launcher(
     wordle_url, tmp_path, forks
 ):
-    with simulator(wordle_url, tmp_path, forks.socket_path) as sim:
+    with simulator(wordle_url, tmp_path, forks.socket_path, forks.token) as sim:
         assert "wordle" in sim.opening().lower()
         fork = sim.fork_pid()
         # The simulator is the fork server's child, not a fresh interpreter.
@@ -136,7 +138,7 @@ def test_a_forked_simulator_plays_and_ends_with_its_launcher(
 
 
 def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):
-    with simulator(wordle_url, tmp_path, forks.socket_path) as sim:
+    with simulator(wordle_url, tmp_path, forks.socket_path, forks.token) as sim:
         sim.url()
         fork = sim.fork_pid()
         os.killpg(sim.proc.pid, signal.SIGKILL)
@@ -145,14 +147,16 @@ def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):
         # after the grace.
         assert wait_until(lambda: not process_running(fork), STOP_GRACE_S + 5)
         # The fork server goes on serving the next rollout.
-    with simulator(wordle_url, tmp_path / "next", forks.socket_path) as sim:
+    with simulator(
+        wordle_url, tmp_path / "next", forks.socket_path, forks.token
+    ) as sim:
         assert "wordle" in sim.opening().lower()
         assert sim.fork_pid() != fork
 
 
 def test_close_ends_the_fork_server_and_its_forks(wordle_url, tmp_path):
     forks = SimulatorForks.start()
-    with simulator(wordle_url, tmp_path, forks.socket_path) as sim:
+    with simulator(wordle_url, tmp_path, forks.socket_path, forks.token) as sim:
         sim.url()
         fork = sim.fork_pid()
         forks.close()
@@ -167,7 +171,7 @@ OWNER = """
     import sys, time
     from openenv_v1.vf02.simulator_forks import SimulatorForks
     forks = SimulatorForks.start()
-    print(forks.socket_path, forks._proc.pid, flush=True)
+    print(forks.socket_path, forks._proc.pid, forks.token, flush=True)
     time.sleep(600)
 """
 
@@ -181,8 +185,8 @@ def test_the_fork_server_and_its_forks_end_with_a_killed_owner(wordle_url, tmp_p
     )
     try:
         assert owner.stdout is not None
-        socket_path, server = owner.stdout.readline().split()
-        with simulator(wordle_url, tmp_path / "run", socket_path) as sim:
+        socket_path, server, token = owner.stdout.readline().split()
+        with simulator(wordle_url, tmp_path / "run", socket_path, token) as sim:
             sim.url()
             fork = sim.fork_pid()
             owner.kill()  # SIGKILL: no atexit, no close()
@@ -292,3 +296,14 @@ def mock_owner(pid: int) -> Iterator[None]:
             del os.environ[OWNER_VAR]
         else:
             os.environ[OWNER_VAR] = before
+
+
+def test_a_launcher_without_the_evals_token_gets_no_fork(wordle_url, tmp_path, forks):
+    """Another process of the same user that finds the socket cannot have a fork
+    (which would run with the fork server's imports and memory): the fork server
+    answers `not authorized`, and a launcher so refused starts its simulator
+    itself."""
+    with simulator(wordle_url, tmp_path, forks.socket_path, "not-the-token") as sim:
+        assert "wordle" in sim.opening().lower()
+        assert "no simulator fork (ValueError: not authorized)" in sim.log()
+        assert "forked as pid" not in sim.log()

@@ -149,3 +149,17 @@ def test_a_picked_port_taken_before_the_server_binds_it_moves_to_another(
         given.stop()
         taken.close()
     assert wordle_uv_servers() == []
+
+
+def test_a_git_project_path_that_looks_like_an_option_runs_no_command(tmp_path):
+    """`git+--upload-pack=<command>` is a repository name to `git clone`, not an
+    option: the clone fails and the command never runs."""
+    from openenv_v1.core.openenv_lines import clone_git_project
+
+    marker = tmp_path / "ran"
+    option = f"--upload-pack=touch {marker}"
+    with pytest.raises(RuntimeError, match="Failed to clone") as info:
+        clone_git_project(f"git+{option}", 30)
+    # git took it as the repository (not the clone's folder after an option).
+    assert f"repository '{option}' does not exist" in str(info.value)
+    assert not marker.exists()

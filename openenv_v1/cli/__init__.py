@@ -99,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="more launch options (env_vars, port, workers, tag, ...)",
     )
     check.add_argument(
+        "--forward-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this variable of your environment into the launched server (an "
+        "API key, a token), as task.user.forward_env does; repeat for more. Its value "
+        "is never shown",
+    )
+    check.add_argument(
         "--reset",
         type=_json_object("--reset"),
         default={},
@@ -283,12 +292,20 @@ def _target(args: argparse.Namespace) -> EnvTarget:
                 "check", "give ENV_ID (to launch), --base-url, or --project-path"
             )
         env = f"local/{os.path.basename(str(kwargs['project_path']).rstrip('/'))}"
+    missing = [name for name in args.forward_env if name not in os.environ]
+    if missing:
+        _usage_error(
+            "check",
+            f"--forward-env {' '.join(missing)}: not set in this environment; "
+            "export it, or drop the flag",
+        )
     return EnvTarget(
         env=env,
         base_url=args.base_url,
         use_docker=args.use_docker or args.provider == "docker",
         provider=args.provider,
         provider_kwargs=kwargs,
+        secret_env={name: os.environ[name] for name in args.forward_env},
         launch_timeout_s=args.launch_timeout,
         web_ui=args.web_ui,
     )

@@ -36,8 +36,8 @@ from tenacity import (
 )
 
 from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
-from openenv_v1.core.http_client import async_client
 from openenv_v1.core.light_import import generic_client_class
+from openenv_v1.core.local_http import local_client
 
 logger = logging.getLogger(__name__)
 
@@ -353,7 +353,7 @@ class _PoolClient:
         body = {"pid": os.getpid(), "rejected": rejected, "unreachable": unreachable}
         try:
             # The pool answers once a server is up or the wait is over: no timeout.
-            async with async_client(None) as http:
+            async with local_client(self.url, None) as http:
                 async for attempt in AsyncRetrying(
                     retry=retry_if_exception_type(httpx.TransportError),
                     stop=stop_after_attempt(_LEASE_SEND_ATTEMPTS),
@@ -361,7 +361,7 @@ class _PoolClient:
                     reraise=True,
                 ):
                     with attempt:
-                        response = await http.post(f"{self.url}/lease", json=body)
+                        response = await http.post("/lease", json=body)
             reply = response.json()
         except (httpx.HTTPError, ValueError) as e:
             raise EnvFailure(
@@ -381,5 +381,5 @@ class _PoolClient:
         """A notice the rollout need not wait on the answer of (a lost one is made
         up for by the pool: a dead process's leases are reclaimed)."""
         with contextlib.suppress(httpx.HTTPError):
-            async with async_client(5.0) as http:
-                await http.post(f"{self.url}/{action}", json={"lease": lease})
+            async with local_client(self.url, 5.0) as http:
+                await http.post(f"/{action}", json={"lease": lease})

@@ -35,12 +35,14 @@ GIT_URL_PREFIX: str = getattr(_uv, "GIT_URL_PREFIX", "git+")
 
 def _clone_git_project(git_url: str, timeout_s: float) -> str:
     """Clone `git+<url>` (shallow) to a fresh temp dir and return its path; a
-    `RuntimeError` names what failed (openenv 0.10's own, for openenv-core 0.3.0)."""
+    `RuntimeError` names what failed. As openenv 0.10's own, but the URL follows
+    `--`: one that starts with `-` (`git+--upload-pack=<command>`) is a repository
+    name, never an option that runs a command."""
     repo_url = git_url[len(GIT_URL_PREFIX) :]
     clone_dir = tempfile.mkdtemp(prefix="openenv-uv-clone-")
     try:
         subprocess.run(
-            ["git", "clone", "--depth", "1", repo_url, clone_dir],
+            ["git", "clone", "--depth", "1", "--", repo_url, clone_dir],
             check=True,
             capture_output=True,
             text=True,
@@ -68,7 +70,7 @@ def _hf_space_subdomain(repo_id: str) -> str:
     return re.sub(r"[^a-z0-9]", "-", repo_id.lower())
 
 
-clone_git_project = getattr(_uv, "_clone_git_project", _clone_git_project)
+clone_git_project = _clone_git_project
 hf_space_subdomain = getattr(_utils, "hf_space_subdomain", _hf_space_subdomain)
 
 if hasattr(_GenericEnvClient, "base_url"):

@@ -10,8 +10,10 @@ process that builds the taskset (the eval, or one env-server worker):
   service's tasks in host mode, each a server);
 - rollouts lease a server: in the pool's own process through `local()` (verifiers
   0.4, where every episode runs in the eval or env-server process), or from other
-  processes over a small loopback HTTP endpoint (`serve_http()`, `LEASE_PATH`; verifiers
-  0.2's user simulators). A lease names the server URL and is returned when the
+  processes over a small local HTTP endpoint (`serve_http()`, `LEASE_PATH`; verifiers
+  0.2's user simulators): a unix socket in a 0700 directory with a token, JSON only,
+  bounded connections (`local_http.LocalEndpoint`), where waiting leases hold no
+  thread. A lease names the server URL and is returned when the
   rollout ends, or reclaimed when the leasing process is gone;
 - the session limit is learned: a rollout refused with `CAPACITY_REACHED` hands its
   lease back as `rejected`, which caps that server at the sessions it already holds;
@@ -21,9 +23,10 @@ process that builds the taskset (the eval, or one env-server worker):
 - a lease waits while servers start or sessions end; it fails only when every
   server stayed full, with no session ending, for `capacity_wait_s`;
 - a failed launch (wrong `app`, missing dependency) fails every waiting lease at once
-  with the launcher's diagnosis; a server that dies later is dropped and replaced, as
-  is one a rollout could not reach (its lease handed back as `unreachable`) that then
-  fails a health check.
+  with the launcher's diagnosis; a server that dies later is dropped and replaced.
+  One a rollout could not reach (its lease handed back as `unreachable`) gets no new
+  leases while its `/health` is probed, and is dropped (with its other sessions) only
+  when `HEALTH_PROBES` probes in a row fail; one that answers takes leases again.
 
 Servers are forked from one long-lived thread, which is what their parent-death signal
 is tied to: if this process is killed outright, they still get SIGTERM. `close()` (also
@@ -35,18 +38,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import json
 import logging
 import math
 import os
-import secrets
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ import httpx
 from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.launch import EnvTarget
 from openenv_v1.core.launchers import launch_failure, launch_plan
+from openenv_v1.core.local_http import LocalEndpoint
 from openenv_v1.core.process_group import process_running
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,10 @@ MEMORY_FLOOR_BYTES = 1 << 30
 _WAIT_POLL_S = 0.5
 """A waiting lease re-checks at least this often (dead leasers, dead servers)."""
 _REAP_EVERY_S = 0.2
+HEALTH_PROBES = 3
+"""Failed `/health` probes in a row (2 s each, a second apart) that drop a server a
+rollout could not reach."""
+_PROBE_SPACING_S = 1.0
 
 
 @dataclass(eq=False)
@@ -84,9 +89,11 @@ class _Server:
     """Leases whose session the server accepted (a first request answered)."""
     rss: int = 0
     """Resident memory of its process group when it came up, in bytes."""
+    suspect: bool = False
+    """A rollout could not reach it: no new leases while `/health` is probed."""
 
     def has_room(self) -> bool:
-        if not self.ready:
+        if not self.ready or self.suspect:
             return False
         if self.capacity is None:
             # Unknown limit: a few sessions on trial at a time, so a burst does not
@@ -158,14 +165,13 @@ class ServerPool:
         self._closed = False
         self._started = False
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
-        self._http: ThreadingHTTPServer | None = None
-        self._token = secrets.token_urlsafe(16)
+        self._http: LocalEndpoint | None = None
 
     @property
     def url(self) -> str:
+        """The lease endpoint's address (`local_http`: its socket and token)."""
         assert self._http is not None, "ServerPool.serve_http() was not called"
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}/{self._token}"
+        return self._http.address
 
     def start(self) -> None:
         """Launch the first server; returns at once (it comes up in the background)."""
@@ -184,16 +190,37 @@ class ServerPool:
         atexit.register(self.close)
 
     def serve_http(self) -> str:
-        """Start the pool (if not yet) and serve leases to other processes on
-        loopback; returns the lease endpoint's URL."""
+        """Start the pool (if not yet) and serve leases to other processes of this
+        eval; returns the lease endpoint's address (`local_http.local_client`)."""
         if self._http is None:
-            self._http = _LeaseHTTPServer(("127.0.0.1", 0), _handler_for(self))
-            self._http.daemon_threads = True
-            threading.Thread(
-                target=self._http.serve_forever, name="openenv-v1-pool", daemon=True
-            ).start()
+            self._http = LocalEndpoint(self._answer_http, name="pool")
+            self._http.start_in_thread()
         self.start()
         return self.url
+
+    async def _answer_http(
+        self, action: str, body: dict[str, Any]
+    ) -> tuple[int, Mapping[str, Any]]:
+        """One request to the lease endpoint, on its event loop."""
+        try:
+            if action == LEASE_PATH:
+                lease_id, url = await self.lease_async(
+                    rejected=_optional_str(body.get("rejected")),
+                    unreachable=_optional_str(body.get("unreachable")),
+                    pid=int(body["pid"]),
+                )
+                return 200, {"lease": lease_id, "url": url}
+            if action == CONFIRM_PATH:
+                self.confirm(str(body["lease"]))
+                return 200, {}
+            if action == RELEASE_PATH:
+                self.release(str(body["lease"]))
+                return 200, {}
+            return 404, {"error": f"unknown action {action!r}"}
+        except EnvFailure as e:
+            return 503, {"error": str(e)}
+        except (KeyError, TypeError, ValueError) as e:
+            return 400, {"error": f"bad request: {describe(e)}"}
 
     def local(self) -> LocalLeases:
         """Leases for rollouts in this process: no socket, no thread per wait."""
@@ -227,15 +254,19 @@ class ServerPool:
                 self._waiting -= 1
 
     async def lease_async(
-        self, rejected: str | None = None, unreachable: str | None = None
+        self,
+        rejected: str | None = None,
+        unreachable: str | None = None,
+        pid: int | None = None,
     ) -> tuple[str, str]:
-        """`lease` for a rollout on this process's event loop: it waits on a future
-        the pool completes when a server comes up or a session ends, so hundreds of
-        waiting rollouts hold no thread."""
+        """`lease` for a rollout on an event loop (`pid`: the leasing process, this
+        one by default): it waits on a future the pool completes when a server
+        comes up or a session ends, so hundreds of waiting rollouts hold no
+        thread."""
         if unreachable is not None:
             await anyio.to_thread.run_sync(self._check_unreachable, unreachable)
         loop = asyncio.get_running_loop()
-        wait, pid = _Wait(), os.getpid()
+        wait, pid = _Wait(), os.getpid() if pid is None else pid
         with self._cond:
             if rejected is not None:
                 self._learn_capacity_locked(rejected)
@@ -289,8 +320,7 @@ class ServerPool:
             self._leases.clear()
             self._notify_locked()
         if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+            self._http.close()
         for server in servers:
             with contextlib.suppress(Exception):
                 server.provider.stop()
@@ -329,7 +359,8 @@ class ServerPool:
             self._leases[lease_id] = _Lease(server, pid)
             assert server.url is not None
             return lease_id, server.url
-        starting = any(not s.ready for s in self._servers)
+        # A suspect server is being probed: wait for its verdict, as for a start.
+        starting = any(not s.ready or s.suspect for s in self._servers)
         if not starting and self._failure is not None:
             raise EnvFailure(self._failure)
         if any(s.settling() or s.capacity is None for s in self._servers):
@@ -488,18 +519,42 @@ class ServerPool:
 
     def _check_unreachable(self, lease_id: str) -> None:
         """A rollout could not connect to its leased server. The process may still
-        look alive (uv outlives uvicorn for a moment; a hung server never exits), so
-        ask `/health` itself, off the lock, and drop the server if it does not answer."""
+        look alive (uv outlives uvicorn for a moment; a hung server never exits),
+        and a busy one may just be slow: it takes no new leases while its `/health`
+        is probed, off the lock and in the background, and is dropped only after
+        `HEALTH_PROBES` failures in a row."""
         with self._cond:
             lease = self._drop_lease_locked(lease_id)
             self._notify_locked()
-        if lease is None or lease.server.url is None:
-            return
-        if _answers_health(lease.server.url):
-            return
+            if lease is None or lease.server.url is None or lease.server.suspect:
+                return
+            if lease.server not in self._servers:
+                return
+            lease.server.suspect = True
+        threading.Thread(
+            target=self._probe_suspect,
+            args=(lease.server,),
+            name="openenv-v1-probe",
+            daemon=True,
+        ).start()
+
+    def _probe_suspect(self, server: _Server) -> None:
+        assert server.url is not None
+        for attempt in range(HEALTH_PROBES):
+            if attempt:
+                time.sleep(_PROBE_SPACING_S)
+            if self._closed:
+                return
+            if _answers_health(server.url):
+                with self._cond:
+                    server.suspect = False
+                    self._notify_locked()
+                return
         with self._cond:
-            if lease.server in self._servers:
-                self._drop_server_locked(lease.server, "does not answer /health")
+            if server in self._servers:
+                self._drop_server_locked(
+                    server, f"failed {HEALTH_PROBES} /health probes in a row"
+                )
 
     def _drop_server_locked(self, server: _Server, why: str) -> None:
         """Forget a broken server and its leases; its process group is killed off
@@ -534,12 +589,6 @@ class LocalLeases:
     async def release(self, lease: str) -> None:
         # No await: a cancelled rollout's exit stack still hands the lease back.
         self._pool.release(lease)
-
-
-class _LeaseHTTPServer(ThreadingHTTPServer):
-    # The listen backlog: a burst of rollouts asks for leases at once (socketserver's
-    # default of 5 resets connections past the fifth).
-    request_queue_size = 4096
 
 
 def _complete(changed: asyncio.Future) -> None:
@@ -587,49 +636,5 @@ def _kill_quietly(provider: Any) -> None:
         provider.stop(grace_s=0.0)
 
 
-def _handler_for(pool: ServerPool) -> type[BaseHTTPRequestHandler]:
-    prefix = f"/{pool._token}/"
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            if not self.path.startswith(prefix):
-                self._reply(404, {"error": "not found"})
-                return
-            action = self.path[len(prefix) :]
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                body: Mapping[str, Any] = json.loads(self.rfile.read(length) or b"{}")
-                if action == LEASE_PATH:
-                    lease_id, url = pool.lease(
-                        int(body["pid"]),
-                        rejected=body.get("rejected"),
-                        unreachable=body.get("unreachable"),
-                    )
-                    self._reply(200, {"lease": lease_id, "url": url})
-                elif action == CONFIRM_PATH:
-                    pool.confirm(str(body["lease"]))
-                    self._reply(200, {})
-                elif action == RELEASE_PATH:
-                    pool.release(str(body["lease"]))
-                    self._reply(200, {})
-                else:
-                    self._reply(404, {"error": f"unknown action {action!r}"})
-            except EnvFailure as e:
-                self._reply(503, {"error": str(e)})
-            except (KeyError, TypeError, ValueError) as e:
-                self._reply(400, {"error": f"bad request: {describe(e)}"})
-
-        def _reply(self, status: int, body: Mapping[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            with contextlib.suppress(OSError):
-                self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            # The URL path carries the pool token: keep requests out of the logs.
-            return
-
-    return Handler
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -14,6 +14,9 @@ rollouts run into:
   prepared environment of its own, outside the project (`prepared_env_dir`), that uv
   keeps in sync with the project and its lock; a repeated launch skips the install.
   The project is touched as a plain `uv run` touches it (uv may write its `uv.lock`).
+- Environment. The server starts from an allow-list, not the launcher's
+  environment, with a HOME of its own per eval (`server_env`, which says exactly
+  what it sees).
 - Ownership. `uv` leads a process group of its own (stopping the group reaches
   uvicorn and its workers) and receives SIGTERM when the thread that started it dies;
   uv forwards that SIGTERM to uvicorn.
@@ -56,6 +59,7 @@ from openenv_v1.core.openenv_lines import (
     find_free_port,
 )
 from openenv_v1.core.process_group import die_with_owner, signal_group
+from openenv_v1.core.server_env import server_environ
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +187,8 @@ class SupervisedUVProvider(UVProvider):
                 "task.user.provider_kwargs.app to the module that calls "
                 "`create_app`, e.g. `<pkg>.server.app:app`"
             )
-        env = {**os.environ, **(self.env_vars or {}), **(env_vars or {})}
-        env.pop("VIRTUAL_ENV", None)  # the launcher's own venv, not the env's
+        # Built from an allow-list, not inherited: see `server_env`.
+        env = server_environ({**(self.env_vars or {}), **(env_vars or {})})
         source = self.project_path
         self._env_dir = prepared_env_dir(source, project.name)
         env["UV_PROJECT_ENVIRONMENT"] = str(self._env_dir)

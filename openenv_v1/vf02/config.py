@@ -31,6 +31,8 @@ class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
     simulator_forks: str | None = None
     """Set by the taskset, not by hand: socket of its simulator fork server
     (`openenv_v1.vf02.simulator_forks`)."""
+    simulator_forks_token: str | None = Field(None, repr=False)
+    """Set by the taskset, not by hand: what the fork server asks of a launcher."""
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
     """Set by the taskset, not by hand: values of `forward_env` for a rollout that
     launches its own server. Never part of a saved config."""

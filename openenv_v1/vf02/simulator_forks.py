@@ -21,8 +21,13 @@ simulator command then only asks it for a fork:
 - the **fork server** exits within a second of its owner (the eval, or an `eval
   --server` worker) however that ends, and is stopped by `SimulatorForks.close()`.
 
-The socket lives in a directory only this user can open. Linux only (fork, passing
-file descriptors); elsewhere simulators start as before.
+The socket lives in a directory only this user can open, and the fork server
+forks only for a launcher that brings its per-eval token (`simulator_forks_token` in
+the config), which it got on its standard input, never in its arguments or
+environment. It starts without the eval's credentials in its environment and makes
+itself non-dumpable (`server_env.hide_this_process`), as do its forks: code in an
+env server, running as the same user, cannot read their state channel secrets.
+Linux only (fork, passing file descriptors); elsewhere simulators start as before.
 
     forks = SimulatorForks.reserve()        # the taskset: a socket path
     user = user.model_copy(update={"simulator_forks": forks.socket_path})
@@ -35,8 +40,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import hmac
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -51,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from openenv_v1.core.process_group import die_with_owner, signal_group
+from openenv_v1.core.server_env import without_credentials
 
 ANSWER_TIMEOUT_S = 60.0
 """Longest a launcher waits for its fork (the fork server may still be importing),
@@ -61,11 +69,15 @@ BIND_TIMEOUT_S = 30.0
 """Longest `SimulatorForks.start()` waits for the fork server's socket."""
 OWNER_POLL_S = 1.0
 """How often the fork server checks that its owner is alive."""
+REQUEST_TIMEOUT_S = 5.0
+"""Longest the fork server waits for a connected launcher's request (it serves one
+connection at a time)."""
 OWNER_VAR = "OPENENV_V1_SIMULATOR_OWNER"
 """Set by the process that runs rollouts to its pid, and so inherited by each
 launcher verifiers starts there: a launcher with another parent was orphaned
 before it could look, and leaves."""
 _HEADER = struct.Struct("!I")
+_MAX_REQUEST = 16 << 20
 _STREAMS = 3  # stdin, stdout, stderr
 
 
@@ -85,6 +97,8 @@ class SimulatorForks:
 
     socket_path: str
     _dir: str = field(repr=False)
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+    """What a launcher must bring (the simulators' config carries it)."""
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -125,9 +139,14 @@ class SimulatorForks:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "openenv_v1.vf02.simulator_forks"]
                 + [self.socket_path, str(os.getpid())],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
+                env=without_credentials(os.environ),
                 start_new_session=True,  # its group holds the forks: close() ends all
             )
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):
+                proc.stdin.write(self.token.encode() + b"\n")
+                proc.stdin.close()
             # A launcher that finds no socket at all starts its simulator itself.
             deadline = time.monotonic() + BIND_TIMEOUT_S
             while not os.path.exists(self.socket_path) and proc.poll() is None:
@@ -156,14 +175,18 @@ class SimulatorForks:
 # --- the launcher's side: what verifiers runs ---
 
 
-def socket_from_config() -> str | None:
-    """The fork server's socket named in this simulator's config (`VF_CONFIG`)."""
+def socket_from_config() -> tuple[str, str] | None:
+    """The fork server's socket and token named in this simulator's config
+    (`VF_CONFIG`)."""
     raw = os.environ.get("VF_CONFIG")
     if not raw or not supported():
         return None
     with contextlib.suppress(ValueError, AttributeError):
-        path = json.loads(raw).get("simulator_forks")
-        return path if isinstance(path, str) and path else None
+        config = json.loads(raw)
+        path = config.get("simulator_forks")
+        token = config.get("simulator_forks_token") or ""
+        if isinstance(path, str) and path and isinstance(token, str):
+            return path, token
     return None
 
 
@@ -181,9 +204,10 @@ def simulator_pid() -> int:
 def run_forked() -> None:
     """Run this simulator as a fork of the configured fork server, and exit with its
     exit code. Returns (having done nothing) when there is no fork server to ask."""
-    path = socket_from_config()
-    if path is None:
+    found = socket_from_config()
+    if found is None:
         return
+    path, token = found
     # Die with the eval from here on, as verifiers' own simulator does once it
     # serves: a launcher orphaned while it waits must not go on to start a
     # simulator itself (nothing would ever stop that one). One orphaned before this
@@ -194,7 +218,7 @@ def run_forked() -> None:
     if os.getppid() != owner or (expected and expected != str(owner)):
         sys.exit(128 + signal.SIGTERM)
     try:
-        lines, pid = _ask_for_fork(path)
+        lines, pid = _ask_for_fork(path, token)
     except (OSError, ValueError) as e:
         print(
             f"openenv-v1: no simulator fork ({type(e).__name__}: {e}); "
@@ -209,7 +233,7 @@ def run_forked() -> None:
     sys.exit(code)
 
 
-def _ask_for_fork(path: str) -> tuple[_Lines, int]:
+def _ask_for_fork(path: str, token: str) -> tuple[_Lines, int]:
     """Hand this process's streams and request to the fork server; returns the
     connection (as lines) and the fork's pid."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -222,6 +246,7 @@ def _ask_for_fork(path: str) -> tuple[_Lines, int]:
                 "cwd": os.getcwd(),
                 "argv": sys.argv,
                 "launcher": os.getpid(),
+                "token": token,
             }
         ).encode()
         socket.send_fds(conn, [b"F"], list(range(_STREAMS)))
@@ -321,12 +346,16 @@ def _preload() -> None:
     generic_client_class()
 
 
-def serve(path: str, owner: int) -> None:
-    """The fork server's loop: one fork per connection, until its owner (the pid
-    that started it) is gone. An owner that died before this process got here (a
-    loaded machine can take seconds to start it) is gone already: it does not
-    serve at all."""
+def serve(path: str, owner: int, token: str | None = None) -> None:
+    """The fork server's loop: one fork per connection that brings `token` (None:
+    read from standard input), until its owner (the pid that started it) is gone.
+    An owner that died before this process got here (a loaded machine can take
+    seconds to start it) is gone already: it does not serve at all."""
     if os.getppid() != owner:
+        return
+    if token is None:
+        token = sys.stdin.readline().strip()
+    if not token:
         return
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -344,7 +373,7 @@ def serve(path: str, owner: int) -> None:
             except TimeoutError:
                 continue
             try:
-                _fork_one(listener, conn)
+                _fork_one(listener, conn, token)
             except (OSError, ValueError) as e:
                 print(f"openenv-v1 fork server: {e}", file=sys.stderr, flush=True)
             finally:
@@ -360,14 +389,21 @@ def _reap_forks() -> None:
             pass
 
 
-def _fork_one(listener: socket.socket, conn: socket.socket) -> None:
-    conn.settimeout(10.0)
+def _fork_one(listener: socket.socket, conn: socket.socket, token: str) -> None:
+    conn.settimeout(REQUEST_TIMEOUT_S)
     _, fds, _, _ = socket.recv_fds(conn, 1, _STREAMS)
     try:
         if len(fds) != _STREAMS:
             raise ValueError(f"expected {_STREAMS} streams, got {len(fds)}")
         (size,) = _HEADER.unpack(_read_exactly(conn, _HEADER.size))
+        if size > _MAX_REQUEST:
+            raise ValueError(f"a request of {size} bytes")
         request = json.loads(_read_exactly(conn, size))
+        if not isinstance(request, dict) or not hmac.compare_digest(
+            str(request.get("token", "")).encode(), token.encode()
+        ):
+            _send(conn, {"error": "not authorized"})
+            return
         if threading.active_count() > 1:
             # A fork copies only the forking thread; refuse rather than risk a lock
             # held by another one. The launcher then starts the simulator itself.
@@ -451,4 +487,7 @@ def _lifeline(conn: socket.socket) -> None:
 
 
 if __name__ == "__main__":
+    from openenv_v1.core.server_env import hide_this_process
+
+    hide_this_process()  # before the token is read; its forks stay hidden too
     serve(sys.argv[1], int(sys.argv[2]))

@@ -42,6 +42,7 @@ from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.launchers import check_launcher
 from openenv_v1.core.manifest import ManifestError, read_manifest
 from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.server_env import hide_this_process, use_server_home
 from openenv_v1.core.tasks import taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
@@ -186,6 +187,10 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         config.require_target()
         super().__init__(config)
         route_to_verifiers()
+        # This process holds API keys and the pool's token; its simulators inherit
+        # the env servers' HOME (`server_env`).
+        hide_this_process()
+        use_server_home(config.task.user.server_home)
         share_tls_context()  # verifiers opens an MCP client per user turn
         user = config.task.user
         self.manifest = None
@@ -231,7 +236,12 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         self.forks: SimulatorForks | None = None
         if config.fork_simulators and config.forks_simulators_here():
             self.forks = SimulatorForks.reserve()
-            user = user.model_copy(update={"simulator_forks": self.forks.socket_path})
+            user = user.model_copy(
+                update={
+                    "simulator_forks": self.forks.socket_path,
+                    "simulator_forks_token": self.forks.token,
+                }
+            )
         self._task_config = config.task.model_copy(update={"user": user})
         forked = self.forks is not None
         self.slots = (

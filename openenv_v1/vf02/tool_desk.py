@@ -5,10 +5,16 @@ With `tool_calls="native"` the env session stays where text mode keeps it, in th
 rollout's user simulator. verifiers 0.2.x sends the model's tool calls only to tool
 servers, so the eval runs one shared tool server (`openenv_v1.vf02.tools`) that lists the
 tools and forwards every call to the rollout's simulator: a plain HTTP POST to the
-`/openenv/call` route that `serve_desk` adds to the simulator's own server (one
-request, where an MCP call takes a session of its own). The simulator leaves the
-tools and its address (`desk_url`) on the rollout state before it serves; the shared
-server reads them there, under the rollout's state channel.
+simulator's desk (`open_desk`; one request, where an MCP call takes a session of its
+own). The simulator leaves the
+tools and its address on the rollout state before it serves; the shared server reads
+them there, under the rollout's state channel.
+
+The desk is not a route of the simulator's MCP server (a TCP port any local process
+can reach) but an endpoint of its own (`open_desk`, a `local_http.LocalEndpoint`): a
+unix socket in a 0700 directory, a per-rollout token, JSON only, bounded
+connections. Its address (socket and token) travels only on the rollout state,
+which verifiers keeps out of every dump and serves only under the rollout's secret.
 
 Retries: the null harness retries a tool call whose answer was lost, on a fresh
 session, and MCP calls carry no idempotency key (the forwarder retries too). A call is
@@ -23,24 +29,25 @@ attempt's request was cancelled) waits for it rather than stepping again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core import EnvEpisode
+from openenv_v1.core.local_http import LocalEndpoint, parse_address
 from openenv_v1.core.turns import Turn
 from openenv_v1.vf02.account import absorb_invalid, mirror
 
 if TYPE_CHECKING:
-    from mcp.server.fastmcp import FastMCP
     from mcp.types import CallToolResult
 
     from openenv_v1.vf02.user import OpenEnvState
 
-DESK_PATH = "/openenv/call"
-"""The simulator's route that steps one forwarded call: POST `{"name", "arguments"}`,
-answered with `encode_turn`."""
+DESK_PATH = "call"
+"""The desk's one path: POST `{"name", "arguments"}`, answered with `encode_turn`."""
+DESK_NAME = "desk"
 
 
 class ToolDesk:
@@ -68,42 +75,54 @@ class ToolDesk:
         return turn
 
 
-def serve_desk(mcp: FastMCP, deliver: Any) -> None:
-    """Add the `DESK_PATH` route to the simulator's server; `deliver(name,
-    arguments)` (wrapped in verifiers' state sync by the caller) answers it."""
-    from starlette.requests import Request
-    from starlette.responses import Response
+async def open_desk(
+    deliver: Callable[[str, dict[str, Any]], Awaitable[Turn]],
+    stack: contextlib.AsyncExitStack,
+) -> str:
+    """Serve the desk on the running loop until `stack` closes; returns its address.
+    `deliver(name, arguments)` (wrapped in verifiers' state sync by the caller)
+    answers each call."""
 
-    @mcp.custom_route(DESK_PATH, methods=["POST"])
-    async def openenv_call(request: Request) -> Response:
-        call = await request.json()
-        turn = await deliver(call["name"], call["arguments"])
-        return Response(encode_turn(turn), media_type="application/json")
+    async def answer(path: str, body: dict[str, Any]) -> tuple[int, Mapping[str, Any]]:
+        if path != DESK_PATH:
+            return 404, {"error": f"unknown path {path!r}"}
+        name, arguments = body.get("name"), body.get("arguments")
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return 400, {"error": "a call is {name: string, arguments: object}"}
+        return 200, encode_turn(await deliver(name, arguments))
+
+    desk = LocalEndpoint(answer, name=DESK_NAME)
+    stack.push_async_callback(desk.aclose)
+    return await desk.start()
 
 
-def desk_url() -> str:
-    """This server's desk as another process on the same host reaches it, from the
-    coordinates verifiers gives a server (`MCP_PORT`, or `MCP_PORT_FILE`, written
-    before `setup_task` runs)."""
-    port = os.environ.get("MCP_PORT") or Path(os.environ["MCP_PORT_FILE"]).read_text()
-    return f"http://127.0.0.1:{int(port)}{DESK_PATH}"
+def check_desk_address(address: str) -> str:
+    """`address` if it names a desk (`open_desk`); `ValueError` otherwise. The
+    state it comes from is the caller's: a forged one must not point the tool
+    server at another socket."""
+    path, _ = parse_address(address)
+    folder, name = os.path.split(path)
+    if name != f"{DESK_NAME}.sock" or not os.path.basename(folder).startswith(
+        f"openenv-v1-{DESK_NAME}-"
+    ):
+        raise ValueError(f"not a tool desk: {path!r}")
+    return address
 
 
-def encode_turn(turn: Turn) -> str:
+def encode_turn(turn: Turn) -> dict[str, Any]:
     """A turn as the desk's answer: text, images (base64 and MIME type), failed."""
     images = [
         {"data": image.data_url().split(",", 1)[1], "mime": image.mime}
         for image in turn.images
     ]
-    return json.dumps({"text": turn.text, "images": images, "failed": turn.failed})
+    return {"text": turn.text, "images": images, "failed": turn.failed}
 
 
-def tool_result(answer: str) -> CallToolResult:
+def tool_result(data: Mapping[str, Any]) -> CallToolResult:
     """The desk's answer as the model's tool result: its text, then its images;
     `isError` when the call was not carried out as asked."""
     from mcp.types import CallToolResult, ImageContent, TextContent
 
-    data = json.loads(answer)
     content: list[Any] = [TextContent(type="text", text=data["text"])]
     content += [
         ImageContent(type="image", data=image["data"], mimeType=image["mime"])

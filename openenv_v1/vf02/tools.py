@@ -7,7 +7,8 @@ per eval (or per env-server worker) and tags each rollout's connection with the
 rollout's state channel. Its tools are an MCP env's own tools (name, description,
 input schema), or for any other env one tool, `act`, whose parameters are the action
 schema, as the rollout's user simulator left them on the state after reset. Each call
-is forwarded (one HTTP request over loopback) to that simulator, which owns the env
+is forwarded (one HTTP request on the simulator's desk, a unix socket with a
+per-rollout token) to that simulator, which owns the env
 session as in text mode and steps it once (`openenv_v1.vf02.tool_desk` says how, and why a redelivered call is safe); its
 answer comes back as the tool message.
 
@@ -18,16 +19,22 @@ FastMCP's low-level server) lists and dispatches them.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # Each call brings its rollout's state channel secret: keep this process's
+    # memory from env servers of the same user (`server_env`).
+    from openenv_v1.core.server_env import hide_this_process
+
+    hide_this_process()
+
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.vf02.tool_desk import error_result, tool_result
+from openenv_v1.vf02.tool_desk import check_desk_address, error_result, tool_result
 from openenv_v1.vf02.user import OpenEnvState
 
 if TYPE_CHECKING:
-    import httpx
     from mcp.types import CallToolResult
     from mcp.types import Tool as MCPTool
 
@@ -41,15 +48,6 @@ class OpenEnvToolsConfig(vf.SharedToolsetConfig):
 
 class OpenEnvTools(vf.Toolset[OpenEnvToolsConfig, OpenEnvState]):
     TOOL_PREFIX = None  # the model sees the env's own tool names
-
-    async def setup(self) -> None:
-        import httpx
-
-        # No read limit of its own: the episode bounds the step (`step_timeout_s`).
-        timeout = httpx.Timeout(None, connect=5)
-        self._desks = await self._exit_stack.enter_async_context(
-            httpx.AsyncClient(timeout=timeout)
-        )
 
     def _register(self, mcp: Any) -> None:
         register_tools(
@@ -73,16 +71,17 @@ class OpenEnvTools(vf.Toolset[OpenEnvToolsConfig, OpenEnvState]):
         if not state.tool_desk:
             reason = state.error or "no env session for this rollout"
             return error_result(f"The environment failed: {reason}")
-        return tool_result(
-            await call_desk(self._desks, state.tool_desk, name, arguments)
-        )
+        try:
+            address = check_desk_address(state.tool_desk)
+        except ValueError as e:
+            return error_result(f"The environment failed: {e}")
+        return tool_result(await call_desk(address, name, arguments))
 
 
-async def call_desk(
-    client: httpx.AsyncClient, url: str, name: str, arguments: dict[str, Any]
-) -> str:
-    """Forward one call to the simulator's desk at `url`; its answer. A request that
-    failed on the way is sent again (the desk steps a repeated call only once)."""
+async def call_desk(address: str, name: str, arguments: dict[str, Any]) -> Any:
+    """Forward one call to the simulator's desk at `address`; its answer. A request
+    that failed on the way is sent again (the desk steps a repeated call only
+    once)."""
     import httpx
     from tenacity import (
         AsyncRetrying,
@@ -91,6 +90,8 @@ async def call_desk(
         wait_exponential_jitter,
     )
 
+    from openenv_v1.core.local_http import local_client
+
     async for attempt in AsyncRetrying(
         stop=stop_after_attempt(DESK_ATTEMPTS),
         wait=wait_exponential_jitter(initial=0.2, max=5),
@@ -98,11 +99,15 @@ async def call_desk(
         reraise=True,
     ):
         with attempt:
-            response = await client.post(
-                url, json={"name": name, "arguments": arguments}
-            )
+            # No read limit of its own: the episode bounds the step
+            # (`step_timeout_s`).
+            timeout = httpx.Timeout(None, connect=5)
+            async with local_client(address, timeout) as client:
+                response = await client.post(
+                    "/call", json={"name": name, "arguments": arguments}
+                )
             response.raise_for_status()
-            return response.text
+            return response.json()
     raise AssertionError("unreachable")
 
 

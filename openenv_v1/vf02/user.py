@@ -28,6 +28,11 @@ cheaper.
 from __future__ import annotations
 
 if __name__ == "__main__":
+    # First of all: this process holds the rollout's state channel secret in its
+    # environment; no env server of the same user may read it (`server_env`).
+    from openenv_v1.core.server_env import hide_this_process
+
+    hide_this_process()
     # Before verifiers is imported, and only in the simulator process: become a fork
     # of the taskset's fork server (exits here), or else import only what is used.
     from openenv_v1.vf02.simulator_forks import run_forked
@@ -38,7 +43,7 @@ if __name__ == "__main__":
     hide_unused_modules()
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import verifiers.v1 as vf
 
@@ -55,10 +60,7 @@ from openenv_v1.core.turns import Turn, TurnRenderer
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.simulator_forks import simulator_pid
-from openenv_v1.vf02.tool_desk import ToolDesk, desk_url, serve_desk
-
-if TYPE_CHECKING:
-    from mcp.server.fastmcp import FastMCP
+from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +110,8 @@ class OpenEnvState(vf.State):
     """Native tool calling: the model's tools (`name`, `description`,
     `input_schema`), left by the simulator after reset (None in text mode)."""
     tool_desk: str | None = None
-    """Native tool calling: the simulator's desk (`/openenv/call` on its own server),
-    where the eval's tool server forwards the calls."""
+    """Native tool calling: the address of the simulator's desk (`open_desk`: its
+    socket and token), where the eval's tool server forwards the calls."""
     turn: int = 0
     """Native tool calling: model turns so far, stamped before each model call (the
     simulator tells a retried call from a new one by it)."""
@@ -172,18 +174,13 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             }
             for t in episode.spec.model_tools()
         ]
-        url = desk_url()
+        url = await open_desk(self._with_state(self._deliver), self._exit_stack)
 
         def publish() -> None:
             self.state.tools, self.state.tool_desk = tools, url
 
         # verifiers syncs the state around calls only; this runs before any.
         await self._with_state(publish)()
-
-    def _register(self, mcp: FastMCP) -> None:
-        super()._register(mcp)
-        if self._desk is not None:
-            serve_desk(mcp, self._with_state(self._deliver))
 
     async def _deliver(self, name: str, arguments: dict[str, Any]) -> Turn:
         assert self._desk is not None

@@ -25,6 +25,7 @@ from openenv_v1.core.episode import warn_unknown_reset_kwargs
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launchers import check_launcher
 from openenv_v1.core.manifest import ManifestError, read_manifest
+from openenv_v1.core.server_env import hide_this_process, use_server_home
 from openenv_v1.core.tasks import task_key, taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig
@@ -79,6 +80,10 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             config = config.with_manifest(manifest, "--env.taskset.forward-env")
         super().__init__(config)
         route_to_verifiers()
+        # The eval runs the episodes: it holds API keys and the episodes' accounts
+        # (`server_env`).
+        hide_this_process()
+        use_server_home(config.server_home)
         target = config.target()
         # A launcher that cannot be used (its SDK missing) fails here, not per rollout.
         try:
