@@ -185,21 +185,27 @@ def _build_server(root: Path, jobs: int, log) -> None:
     partial.replace(target)
 
 
-def server_command(port: int, *, threads: int = 1, context: int = 4096) -> list[str]:
+def server_command(
+    port: int, *, threads: int = 1, context: int = 4096, max_tokens: int = 128
+) -> list[str]:
     """llama-server on `127.0.0.1:port`: one slot, OpenAI chat with the model's own
-    chat template (`--jinja`), no web UI, nothing fetched."""
+    chat template (`--jinja`), at most `max_tokens` per reply unless a request asks
+    for fewer, no web UI, nothing fetched."""
     return [
         str(server_path()),
         *("-m", str(model_path())),
         *("--host", "127.0.0.1", "--port", str(port)),
         *("-c", str(context), "-np", "1", "-t", str(threads)),
+        *("-n", str(max_tokens)),
         *("--jinja", "--no-webui", "--offline"),
         *("--log-disable",),
     ]
 
 
 @contextlib.contextmanager
-def llama_server(*, threads: int = 1, context: int = 4096) -> Iterator[str]:
+def llama_server(
+    *, threads: int = 1, context: int = 4096, max_tokens: int = 128
+) -> Iterator[str]:
     """The model served on a free loopback port; yields its `/v1` base URL. Raises
     `NotInstalled` (naming the install command) when it is not cached."""
     if not installed():
@@ -209,7 +215,9 @@ def llama_server(*, threads: int = 1, context: int = 4096) -> Iterator[str]:
         )
     # `/health` answers 503 while the model loads, 200 once it serves.
     proc, port = serve_on_free_port(
-        lambda port: server_command(port, threads=threads, context=context),
+        lambda port: server_command(
+            port, threads=threads, context=context, max_tokens=max_tokens
+        ),
         "/health",
         env={k: v for k, v in os.environ.items() if "API_KEY" not in k},
         timeout=120.0,
@@ -218,6 +226,22 @@ def llama_server(*, threads: int = 1, context: int = 4096) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         stop(proc)
+
+
+def require_installed() -> None:
+    """For tests: skip when the model is not installed, but fail under CI (`.ci/run`
+    installs it)."""
+    import pytest
+
+    if installed():
+        return
+    why = (
+        f"the real LLM is not installed under {cache_dir()}: run "
+        "`python3 -m tests.real_llm install` (13-26 minutes, once)"
+    )
+    if os.environ.get("CI") == "true":
+        pytest.fail(why)
+    pytest.skip(why)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,67 @@
+"""Slow model turns keep their env session (verifiers 0.4).
+
+As on 0.2 (`tests/test_real_model_slow_turns.py`): turns longer than OpenEnv's
+keepalive (ping interval + ping timeout), here on the env process's own event loop,
+which also runs the model calls: a `base_url` server and a UV launch of the rollout's
+own (`shared_servers` off), side by side.
+"""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.servers import WORDLE_APP, WORDLE_PROJECT, model_flags, policy_server
+from tests.test_real_model_slow_turns import TURN_S
+from tests.vf04.evals import run_vf_eval, traces_of
+
+
+def assert_slow_turns_kept_the_session(trace: dict, turns: int) -> None:
+    assert trace["errors"] == [], trace["errors"]
+    assert trace["stop_condition"] == "max_turns"
+    assert trace["metrics"]["openenv_steps"] == turns
+    nodes = trace["nodes"]
+    replies = [n for n in nodes if n["message"]["role"] == "assistant"]
+    starts = [n["timestamp"] for n in nodes if n["message"]["role"] == "user"]
+    assert len(replies) == turns
+    for start, reply in zip(starts, replies, strict=False):
+        assert reply["timestamp"] - start >= TURN_S - 1
+    last_user = [n for n in nodes if n["message"]["role"] == "user"][-1]
+    first_guess = replies[0]["message"]["content"].strip("[]")
+    assert first_guess in str(last_user["message"]["content"])
+
+
+def test_two_46s_turns_keep_the_session_on_base_url_and_own_uv_launch(
+    wordle_url, tmp_path
+):
+    kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
+    with policy_server("slow", delay=TURN_S) as policy:
+        flags = ["--env.player.max-turns", "2", *model_flags(policy)]
+        runs = {
+            "base_url": (
+                ["--env.taskset.base-url", wordle_url],
+                tmp_path / "base_url",
+            ),
+            "own_uv": (
+                ["--env.taskset.env", "local/wordle"]
+                + ["--env.taskset.provider-kwargs", kwargs]
+                + ["--env.taskset.shared-servers", "false"],
+                tmp_path / "own_uv",
+            ),
+        }
+        for _, cwd in runs.values():
+            cwd.mkdir()
+        with ThreadPoolExecutor(len(runs)) as pool:
+            done = {
+                name: pool.submit(
+                    run_vf_eval,
+                    ["openenv-v1", *args, "--env.taskset.resets", '[{"seed": 3}]']
+                    + flags,
+                    cwd,
+                    600.0,
+                )
+                for name, (args, cwd) in runs.items()
+            }
+            results = {name: future.result() for name, future in done.items()}
+    for name, (proc, episodes) in results.items():
+        assert proc.returncode == 0, (name, proc.stderr[-3000:])
+        (trace,) = traces_of(episodes)
+        assert_slow_turns_kept_the_session(trace, 2)
