@@ -106,11 +106,8 @@ def run_one(
         result["problem"] = f"{len(traces)} traces; stderr: {proc.stderr[-1500:]}"
         return result
     (trace,) = traces
-    nodes = trace["nodes"]
-    turn_s = []
-    for i, node in enumerate(nodes):
-        if node["message"]["role"] == "assistant" and i > 0:
-            turn_s.append(round(node["timestamp"] - nodes[i - 1]["timestamp"], 1))
+    # Each model call's own span (nodes are stamped when a turn commits).
+    turn_s = [round(c["time"]["end"] - c["time"]["start"], 1) for c in trace["calls"]]
     result.update(
         stop=trace["stop_condition"],
         errors=[e.get("message", "")[:300] for e in trace["errors"]],
