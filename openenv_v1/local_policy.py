@@ -11,6 +11,14 @@ Serves `POST /v1/chat/completions` (non-streaming; all verifiers sends) and
 - `empty`: an empty reply.
 - `wrong-field`: JSON with the wrong field, `{"guess": "crane"}`.
 - `slow`: `solver` after `--delay` seconds.
+- `reasoning`: `solver` as a reasoning model without a reasoning parser writes it: a
+  `<think>` block that mentions another guess (`[fuzzy]`, also as JSON), then the
+  guess. Its first reply is cut off inside the reasoning and its second after it
+  (`finish_reason: "length"` both times; the second is otherwise a valid guess).
+  Each reply also carries `reasoning_content` naming `[fuzzy]`.
+- `tool-call-text`: `solver` as a tool-calling model served without a tool parser
+  writes it: `<tool_call>{"name": "act", "arguments": {...}}</tool_call>` in the
+  text, after a `<think>` block holding another call; never a structured call.
 - `script`: replies from `--script FILE` (a JSON list), by assistant-turn index.
 
 When the request carries tools (native tool calling), the same reply is sent as tool
@@ -51,6 +59,8 @@ MODES = (
     "empty",
     "wrong-field",
     "slow",
+    "reasoning",
+    "tool-call-text",
     "script",
 )
 
@@ -76,6 +86,24 @@ def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> 
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     if mode in ("solver", "slow"):
         return f"[{next_guess(conversation)}]"
+    if mode == "reasoning":
+        thought = (
+            'The format could be {"message": "[fuzzy]"} or just [fuzzy]; '
+            "the feedback so far rules that out."
+        )
+        if turn == 0:
+            return f"<think>{thought} Let me weigh every letter"
+        return f"<think>{thought}</think>\n[{next_guess(conversation)}]"
+    if mode == "tool-call-text":
+        call = {"name": "act", "arguments": {"message": "[fuzzy]"}}
+        final = {
+            "name": "act",
+            "arguments": {"message": f"[{next_guess(conversation)}]"},
+        }
+        return (
+            f"<think>Maybe <tool_call>{json.dumps(call)}</tool_call>? No.</think>\n"
+            f"<tool_call>\n{json.dumps(final)}\n</tool_call>"
+        )
     if mode == "solver-json":
         return json.dumps({"message": f"[{next_guess(conversation)}]"})
     if mode == "free-text":
@@ -144,8 +172,17 @@ def create_app(
         if mode == "slow":
             await asyncio.sleep(delay)
         reply = make_reply(mode, messages, script or [])
-        calls = tool_calls(reply, body.get("tools") or [])
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        finish = "length" if mode == "reasoning" and turn < 2 else "stop"
+        calls = (
+            []
+            if mode == "tool-call-text"
+            else tool_calls(reply, body.get("tools") or [])
+        )
         message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if mode == "reasoning":
+            # As vLLM's reasoning parser returns it: its own field, never the action.
+            message["reasoning_content"] = '{"message": "[fuzzy]"} [fuzzy]'
         if calls:
             message = {"role": "assistant", "content": None, "tool_calls": calls}
         prompt_chars = sum(len(_text(m.get("content"))) for m in messages)
@@ -164,7 +201,7 @@ def create_app(
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": "tool_calls" if calls else "stop",
+                        "finish_reason": "tool_calls" if calls else finish,
                     }
                 ],
                 "usage": usage,

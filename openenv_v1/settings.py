@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from openenv_v1.core import EpisodeLimits
 from openenv_v1.core.render import ObservationFormat
+from openenv_v1.core.replies import REASONING_DELIMITERS
 
 
 class EpisodeSettings(BaseModel):
@@ -67,6 +68,23 @@ class EpisodeSettings(BaseModel):
     it are cut, the longest first, each with a note of how much was cut (the action
     format of the opening turn is never cut)."""
 
+    reasoning_delimiters: list[tuple[str, str]] = list(REASONING_DELIMITERS)
+    """Opening and closing tags of the reasoning blocks a model writes in its reply
+    text (`<think>`/`</think>` and the tags of other current open models). Everything
+    up to the last closing tag is never read as the action; a reply left inside an
+    opened block is an invalid action with feedback saying so. Set it to add a
+    model's own tags (keep the defaults in the list) or to `[]` for none."""
+
+    @model_validator(mode="after")
+    def _tags_not_empty(self) -> Self:
+        for pair in self.reasoning_delimiters:
+            if not all(tag.strip() for tag in pair):
+                raise ValueError(
+                    f"reasoning_delimiters: {list(pair)} has an empty tag; give each "
+                    "pair as [opening, closing], e.g. ['<think>', '</think>']"
+                )
+        return self
+
     @model_validator(mode="after")
     def _absolute_project_path(self) -> Self:
         # A launch may run in another working directory (0.2's user simulator), so
@@ -89,6 +107,7 @@ class EpisodeSettings(BaseModel):
             step_timeout_s=self.step_timeout_s,
             max_invalid_actions=self.max_invalid_actions,
             capacity_wait_s=self.capacity_wait_s,
+            reasoning_delimiters=tuple(tuple(p) for p in self.reasoning_delimiters),
         )
 
 

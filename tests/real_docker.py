@@ -2,7 +2,7 @@
 
 `real_docker` has an engine answer and the stand-in OpenEnv base image built
 (`tests.docker_engine`), and points openenv-v1 at Debian's `docker` client (BuildKit
-without buildx). With no engine to be had the test is skipped, saying why; under
+without buildx), building on the host's network. With no engine to be had the test is skipped, saying why; under
 `CI=true` it fails instead, since CI must run these tests. An engine started here is
 stopped when the session ends.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_v1.core.docker_image import DOCKER_VAR
+from openenv_v1.core.docker_image import BUILD_NETWORK_VAR, DOCKER_VAR
 from openenv_v1.core.docker_reaper import RUN_LABEL
 from tests import docker_engine
 from tests.servers import eval_environ
@@ -48,8 +48,12 @@ def _engine() -> Iterator[None]:
 
 @pytest.fixture
 def real_docker(_engine, monkeypatch) -> str:
-    """Debian's docker client, also what openenv-v1 runs for this test."""
+    """Debian's docker client, also what openenv-v1 runs for this test; env images
+    build on the host's network (`OPENENV_V1_BUILD_NETWORK=host`), where package
+    registries answer on machines like these (a test of Docker's default build
+    network unsets it)."""
     monkeypatch.setenv(DOCKER_VAR, docker_engine.DOCKER)
+    monkeypatch.setenv(BUILD_NETWORK_VAR, "host")
     return docker_engine.DOCKER
 
 

@@ -75,10 +75,14 @@ class FakeDocker:
             return []
         every = [json.loads(line) for line in self.log.read_text().splitlines()]
         sweeps = (["service", "ls"], ["network", "ls"])  # the reaper's, for Swarm
+        # Asking about the image's user and the network is not the launch's doing.
+        asks = ("ps", "inspect", "logs", "image")
         return [
             c
             for c in every
-            if c[0] not in ("ps", "inspect", "logs") and c[:2] not in sweeps
+            if c[0] not in asks
+            and c[:2] not in sweeps
+            and c[:2] != ["network", "inspect"]
         ]
 
     def containers(self) -> list[dict]:
@@ -115,6 +119,9 @@ def fake_docker(tmp_path, monkeypatch) -> Iterator[FakeDocker]:
         "FAKE_DOCKER_IMAGES", json.dumps({IMAGE: WORDLE_APP, ODD_IMAGE: WORDLE_APP})
     )
     monkeypatch.delenv("FAKE_DOCKER_DAEMON", raising=False)
+    # `docker` on PATH is the fake only when no client is named (a developer's
+    # OPENENV_V1_DOCKER would send these launches to a real engine).
+    monkeypatch.delenv("OPENENV_V1_DOCKER", raising=False)
     monkeypatch.delenv("FAKE_DOCKER_PULL_S", raising=False)
     assert shutil.which("docker") == str(FAKE_DOCKER / "docker"), "not executable?"
     try:
@@ -124,18 +131,26 @@ def fake_docker(tmp_path, monkeypatch) -> Iterator[FakeDocker]:
 
 
 def docker_target(env: str = SPACE, **provider_kwargs) -> EnvTarget:
+    """A Docker launch with `egress`: the fake serves on this host's loopback, as
+    a container's published port; the internal network's path (no port published)
+    is `test_docker_isolation.py`'s, on the real engine."""
+    provider_kwargs.setdefault("egress", True)
     return EnvTarget(env=env, use_docker=True, provider_kwargs=provider_kwargs)
 
 
 def run_argv(name: str, port: int | str, env_names: list[str], image: str) -> list[str]:
-    """What `DockerLaunch` runs: loopback publishing, the owner's labels, the default
-    limits, env vars by name only (values reach `docker` through its environment)."""
-    argv = ["run", "-d", "--init", "--name", name, "-p", f"127.0.0.1:{port}:8000"]
+    """What `DockerLaunch` runs with `egress`: its network, loopback publishing, the
+    owner's labels, no capabilities, the default limits, uid 65534 (the image names
+    no user), env vars by name only (values reach `docker` through its
+    environment)."""
+    argv = ["run", "-d", "--init", "--name", name, "--network", "openenv-v1-egress"]
+    argv += ["-p", f"127.0.0.1:{port}:8000"]
     labels = owner_labels("docker", SPACE)
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
-    argv += ["--security-opt", "no-new-privileges", "--pids-limit", "1024"]
-    argv += ["--memory", "4g", "--memory-swap", "4g"]
+    argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    argv += ["--pids-limit", "1024", "--memory", "4g", "--memory-swap", "4g"]
+    argv += ["--user", "65534:65534", "-e", "HOME=/tmp"]
     for key in env_names:
         argv += ["-e", key]
     return [*argv, image]
@@ -224,7 +239,7 @@ async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
     target = EnvTarget(
         env=ODD_SPACE,
         use_docker=True,
-        provider_kwargs={"port": port},
+        provider_kwargs={"port": port, "egress": True},
         secret_env=secret,
     )
     with pytest.raises(RuntimeError, match="the rollout failed"):
@@ -241,8 +256,11 @@ async def test_a_failing_rollout_stops_the_container_it_ran_on_the_given_port(
             raise RuntimeError("the rollout failed")
 
     calls = fake_docker.calls()
-    assert calls[0][:7] == ["run", "-d", "--init", "--name", calls[0][4], "-p"] + [
-        f"127.0.0.1:{port}:8000"
+    assert calls[0][:9] == ["run", "-d", "--init", "--name", calls[0][4]] + [
+        "--network",
+        "openenv-v1-egress",
+        "-p",
+        f"127.0.0.1:{port}:8000",
     ]
     assert calls[0][-3:] == ["-e", "OPENENV_V1_TEST_TOKEN", ODD_IMAGE]
     assert calls[1:] == [
@@ -300,7 +318,7 @@ async def test_a_failed_docker_run_keeps_forwarded_secrets_off_the_error(fake_do
     target = EnvTarget(
         env=SPACE,
         use_docker=True,
-        provider_kwargs={"tag": "no-such-tag"},
+        provider_kwargs={"tag": "no-such-tag", "egress": True},
         secret_env={"HF_TOKEN": value},
     )
     async with contextlib.AsyncExitStack() as stack:

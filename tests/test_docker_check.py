@@ -1,5 +1,5 @@
 """`openenv-v1 check --use-docker` with a real engine: its report names the image, the
-build (built or reused, seconds) and the container (name, id, published binding), and
+build (built or reused, seconds) and the container (name, id, where it is reached), and
 no container outlives the check, however it ends (normal end, error, SIGTERM,
 SIGKILL).
 
@@ -101,13 +101,14 @@ def test_check_reports_the_image_its_build_and_the_container(check_env, tmp_path
         assert lines["image"] == f"{tag}  (built from {server_dockerfile})"
         assert re.fullmatch(r"built in [0-9.]+s", lines["build"]), lines["build"]
         found = re.fullmatch(
-            r"(\S+) \(id ([0-9a-f]{12})\), published 127\.0\.0\.1:(\d+) -> "
-            r"8000/tcp, ready in [0-9.]+s",
+            r"(\S+) \(id ([0-9a-f]{12})\), on network openenv-v1-isolated at "
+            r"([0-9.]+:8000) \(no egress, nothing published\), user 65534:65534, "
+            r"ready in [0-9.]+s",
             lines["container"],
         )
         assert found, lines["container"]
         assert found[1] == started["name"] and started["id"].startswith(found[2])
-        assert f"http://127.0.0.1:{found[3]}" in lines["server"]
+        assert f"http://{found[3]}" in lines["server"]
         assert "reward 1.0, done true" in lines["step"]
         assert labelled(label) == []
 
@@ -127,7 +128,8 @@ def test_check_reports_the_image_its_build_and_the_container(check_env, tmp_path
         assert docker["build_s"] < 30
         assert docker["container"] == started["name"]
         assert docker["container_id"] == started["id"]
-        assert docker["published"].startswith("127.0.0.1:")
+        assert docker["published"] is None  # the isolated network publishes nothing
+        assert docker["network"] == "openenv-v1-isolated"
         assert labelled(label) == []
     finally:
         remove_labelled(label)

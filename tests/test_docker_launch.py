@@ -1,5 +1,6 @@
 """Docker launches with a real engine: images built from env folders, containers on
-loopback with limits and labels, shared through the pool, and never left behind.
+the isolated network with limits and labels, shared through the pool, and never left
+behind (what a container reaches from inside: `test_docker_isolation.py`).
 
 The env is `tests/envs/docker/code_env`, built from its own `server/Dockerfile` on the
 stand-in OpenEnv base: it runs the Python code a step sends.
@@ -76,15 +77,14 @@ async def test_an_env_folder_runs_built_from_its_dockerfile_on_loopback_with_lim
     # The image was the folder's, reused for the launch.
     assert info["Config"]["Image"] == first.image
     assert (await asyncio.to_thread(ensure_env_image, CODE_ENV)).reused
-    # Published on loopback only, on the port the client used.
-    (binding,) = info["HostConfig"]["PortBindings"]["8000/tcp"]
-    assert binding["HostIp"] == "127.0.0.1"
-    (published,) = info["NetworkSettings"]["Ports"]["8000/tcp"]
-    assert published["HostIp"] == "127.0.0.1"
-    assert client.base_url.endswith(f"127.0.0.1:{published['HostPort']}")
+    # Nothing published: reached at its address on the internal network.
+    assert info["HostConfig"]["PortBindings"] == {}
+    address = info["NetworkSettings"]["Networks"]["openenv-v1-isolated"]["IPAddress"]
+    assert client.base_url == f"http://{address}:8000"
     # Limits: defaults, and one overridden.
     host = info["HostConfig"]
     assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["CapDrop"] == ["ALL"]
     assert host["PidsLimit"] == 300
     assert host["Memory"] == host["MemorySwap"] == 4 * 1024**3
     # Labels name this package, the owner and the run; values never ride on argv.

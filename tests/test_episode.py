@@ -19,14 +19,18 @@ async def episode_at(url: str, **limits):
         )
 
 
-async def test_reset_observation_opens_with_the_schema_once(wordle_url):
+async def test_reset_observation_opens_with_the_action_format_once(wordle_url):
     async with episode_at(wordle_url) as episode:
         opening = (await episode.reset({"seed": 3})).text
         assert "You are Player 0 in Wordle" in opening
-        assert '"required":["message"]' in opening
+        # Wordle's one string field: the env's own format, from its field description.
+        assert opening.endswith(
+            "Reply with the message itself as plain text "
+            "(Your guess in square brackets, e.g. [crane])."
+        )
         later = (await episode.act("[crane]")).text
         assert "You submitted [crane]" in later
-        assert "Action schema" not in later
+        assert "Reply with" not in later
 
 
 async def test_solved_game_sums_rewards_and_stops(wordle_url):
@@ -67,7 +71,7 @@ async def test_invalid_replies_get_feedback_and_are_bounded(wordle_url):
         await episode.reset({"seed": 1})
         first = (await episode.act('{"guess": "crane"}')).text
         assert "missing required field 'message'" in first
-        assert "not stepped" in first and '"message":"..."' in first
+        assert "not stepped" in first and "Reply with the message itself" in first
         await episode.act("")
         assert not episode.report.done
         last = (await episode.act("   ")).text

@@ -7,12 +7,15 @@ import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.render import (
+    MAX_TOOL_LIST_CHARS,
     ObservationRenderer,
     metadata_shown,
+    render_action_format,
+    render_invalid,
     render_observation,
     render_opening,
 )
-from openenv_v1.core.schema import ActionSpec
+from openenv_v1.core.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool
 
 SPEC = ActionSpec(
     {
@@ -65,12 +68,90 @@ def test_json_format_is_the_whole_observation_every_turn():
     assert "metadata" not in render(observation)
 
 
+TWO_FIELDS = ActionSpec(
+    {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"],
+    }
+)
+
+
 def test_opening_carries_the_action_format_once():
     render = ObservationRenderer("text")
-    opening = render_opening(wordle_like(INTRO, []), SPEC, render)
+    opening = render_opening(wordle_like(INTRO, []), TWO_FIELDS, render)
     assert opening.startswith(INTRO)
     assert opening.count("Action schema:") == 1
     assert "Action schema" not in render(wordle_like(FEEDBACK, []))
+
+
+def test_a_single_string_field_opening_gives_one_instruction_the_envs_own():
+    """SmolLM2 told both "reply with your guess in square brackets" and "a JSON
+    object matching this schema" wrote essays about JSON."""
+    wordle = ActionSpec(
+        {
+            "type": "object",
+            "properties": {
+                "metadata": {"type": "object"},
+                "message": {
+                    "type": "string",
+                    "description": "Your guess in square brackets, e.g. [crane].",
+                },
+            },
+            "required": ["message"],
+        }
+    )
+    opening = render_opening(wordle_like(INTRO, []), wordle)
+    instruction = opening.removeprefix(INTRO).split("\n\n", 1)[1]
+    assert instruction == (
+        "Reply with the message itself as plain text "
+        "(Your guess in square brackets, e.g. [crane])."
+    )
+    assert "JSON" not in opening and "schema" not in opening
+    with_option = ActionSpec(
+        {
+            "type": "object",
+            "properties": {"message": {"type": "string"}, "hint": {"type": "boolean"}},
+            "required": ["message"],
+        }
+    )
+    assert "To also set hint, reply with a JSON object" in render_action_format(
+        with_option
+    )
+
+
+def test_a_huge_tool_list_is_bounded_and_feedback_names_the_tools_only():
+    tools = tuple(
+        Tool(
+            f"tool_{i}",
+            "d" * 2_000,
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+        )
+        for i in range(1_000)
+    )
+    spec = ActionSpec(CALL_TOOL_SCHEMA, tools)
+    opening = render_action_format(spec)
+    assert len(opening) < MAX_TOOL_LIST_CHARS + 1_000
+    assert "more tools not shown; their names: tool_" in opening
+    assert opening.count("d" * 500 + " [...]") >= 1 and "d" * 501 not in opening
+    # One tool with a huge input schema still shows its arguments.
+    huge = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "q" * 50_000},
+            "limit": {"type": "integer"},
+        },
+        "required": ["query"],
+    }
+    one = render_action_format(
+        ActionSpec(CALL_TOOL_SCHEMA, (Tool("search", "", huge),))
+    )
+    assert len(one) < 2_500 and "q" * 100 not in one
+    assert "arguments: query (string, required), limit (integer) [schema of" in one
+    feedback = render_invalid("the tool call is invalid", spec, 2)
+    assert len(feedback) < 2_500
+    assert "tool_0, tool_1, tool_2" in feedback and "more." in feedback
+    assert "d" * 20 not in feedback and "arguments schema" not in feedback
 
 
 # --- Observations whose content is only in `metadata` (OpenEnv >= 0.10 wire shape:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,7 @@ from openenv_v1.core.docker_reaper import (
     RUN_LABEL,
     host_prefix,
     owner_token,
+    pid_namespace,
     sweep_orphans,
 )
 from openenv_v1.core.pool import ServerPool
@@ -142,7 +144,12 @@ def test_ingress_mode_creates_the_routing_mesh_service_it_is_told(mine, monkeypa
     `docker service create` arguments, and a real service that Swarm publishes on
     the port asked for, in ingress mode, with the URL of that port."""
     options = SwarmOptions(
-        project_path=str(CODE_ENV), replicas=3, port=31234, network="envs", cpus=1.5
+        project_path=str(CODE_ENV),
+        publish="ingress",
+        replicas=3,
+        port=31234,
+        network="envs",
+        cpus=1.5,
     )
     service = SwarmService(
         env=ENV, options=options, launch_timeout_s=60, secret_env={"TOKEN": "v"}
@@ -166,7 +173,9 @@ def test_ingress_mode_creates_the_routing_mesh_service_it_is_told(mine, monkeypa
         *("--name", "code-env-swarm-1", "--replicas", "3", "--network", "envs"),
         *("--publish", "published=31234,target=8000"),
         *labels,
+        *("--cap-drop", "ALL"),
         *("--limit-pids", "1024", "--limit-memory", "4g", "--limit-cpu", "1.5"),
+        *("--user", "65534:65534", "--env", "HOME=/tmp"),  # the image names none
         *("--stop-grace-period", "2s", "--no-resolve-image"),
         *("--env", "MARK", "--env", "TOKEN"),
         "openenv-v1/code_env:abc",
@@ -174,7 +183,9 @@ def test_ingress_mode_creates_the_routing_mesh_service_it_is_told(mine, monkeypa
     assert env == {"MARK": "m", "TOKEN": "v"}  # values by environment, not argv
 
     # For real: Swarm publishes it through the mesh on a port it picks.
-    provider, start_args = swarm_launch_plan(swarm_target(replicas=1))
+    provider, start_args = swarm_launch_plan(
+        swarm_target(publish="ingress", replicas=1)
+    )
     try:
         url = provider.start(**start_args)
         spec = service_spec(mine)
@@ -326,7 +337,7 @@ def test_no_service_outlives_its_owner_however_the_owner_ends(real_swarm, end):
 def test_a_reaper_sweeps_services_and_networks_whose_owner_is_gone(real_swarm):
     """A reaper that was itself killed leaves its owner's things behind: the next
     one sweeps services and networks (as containers) whose owner process is gone."""
-    gone = f"{host_prefix()}/999999999/1"  # no such pid on this host
+    gone = f"{host_prefix()}/{pid_namespace()}/999999999/1"  # no such pid here
     run_id = f"test-swarm-orphans-{os.getpid()}"
     labels = [f"{MANAGED_LABEL}=1", f"{OWNER_LABEL}={gone}", f"{RUN_LABEL}={run_id}"]
     flags = [arg for label in labels for arg in ("--label", label)]
@@ -361,3 +372,36 @@ def test_unknown_swarm_options_fail_naming_them():
     assert message.startswith("bad Swarm option in provider_kwargs: publish: ")
     assert "replica: Extra inputs are not permitted" in message
     assert json.dumps("ingress") in message or "'ingress'" in message
+
+
+async def test_by_default_tasks_publish_nothing_and_reach_nothing(mine):
+    """`publish` "local" (the default): the service publishes no port, its tasks run
+    on an internal overlay network of their own (no metadata address, no internet)
+    without capabilities as uid 65534, and each is reached through a gateway
+    container published on 127.0.0.1 only; both go when the launch stops."""
+    from tests.test_docker_isolation import METADATA, probe
+
+    internet = socket.getaddrinfo("pypi.org", 443, socket.AF_INET)[0][4][0]
+    async with contextlib.AsyncExitStack() as stack:
+        client = await open_env(swarm_target(replicas=1), stack)
+        inside = await probe(client, METADATA, internet)
+        spec = service_spec(mine)
+        containers = docker_json("inspect", *swarm_labelled(mine)["container"])
+        (network,) = docker_json("network", "inspect", *swarm_labelled(mine)["network"])
+    assert inside["metadata"] != "reached" and inside["internet"] != "reached"
+    assert inside["uid"] == 65534 and int(inside["cap_eff"], 16) == 0
+    # Nothing published by the service; its network is internal.
+    assert spec["Spec"]["EndpointSpec"].get("Ports") is None
+    assert spec["Spec"]["EndpointSpec"]["Mode"] == "dnsrr"
+    task = spec["Spec"]["TaskTemplate"]["ContainerSpec"]
+    assert task["CapabilityDrop"] == ["ALL"] and task["User"] == "65534:65534"
+    assert network["Internal"] is True
+    # The way in: a gateway container on loopback, attached to that network.
+    (gateway,) = [c for c in containers if c["Name"].startswith("/openenv-v1-gateway")]
+    (published,) = gateway["NetworkSettings"]["Ports"]["8000/tcp"]
+    assert published["HostIp"] == "127.0.0.1"
+    assert client.base_url == f"http://127.0.0.1:{published['HostPort']}"
+    assert network["Name"] in gateway["NetworkSettings"]["Networks"]
+    assert gateway["HostConfig"]["CapDrop"] == ["ALL"]
+    assert gateway["Config"]["User"] == "65534:65534"
+    wait_until_swarm_gone(mine, timeout_s=30)

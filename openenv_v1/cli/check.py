@@ -167,6 +167,9 @@ def docker_summary(provider: Any) -> dict[str, Any]:
         "container": provider.container,
         "container_id": provider.container_id,
         "published": provider.published,
+        "network": provider.network,
+        "address": provider.address,
+        "user": provider.user,
         "container_port": provider.options.container_port,
         "ready_s": None
         if provider.start_seconds is None

@@ -53,11 +53,17 @@ def docker_lines(docker: dict[str, Any]) -> list[str]:
         build = f"none ({docker['source']}: run as it is)"
     lines += _row("build", build)
     short_id = (docker["container_id"] or "")[:12]
+    if docker["published"] is None:  # the internal network: no port published
+        reached = (
+            f"on network {docker['network']} at {docker['address']} (no egress, "
+            "nothing published)"
+        )
+    else:
+        reached = f"published {docker['published']} -> {docker['container_port']}/tcp"
     lines += _row(
         "container",
-        f"{docker['container']} (id {short_id}), published "
-        f"{docker['published']} -> {docker['container_port']}/tcp, ready in "
-        f"{docker['ready_s']}s",
+        f"{docker['container']} (id {short_id}), {reached}, user "
+        f"{docker['user'] or 'of the image'}, ready in {docker['ready_s']}s",
     )
     return lines
 

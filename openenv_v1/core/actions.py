@@ -1,57 +1,118 @@
 """Turn a model reply into an action, or say precisely why it is not one.
 
-Accepted forms, in order: a JSON object (the whole reply, or the first ```json fenced
-block, or the first {...} object in the text); for a schema whose only required field
-takes a string, the bare reply as that field. MCP envs take call-tool objects; `type`
-may be left out. The action is then checked against the live JSON schema (and, for a
-tool call, the tool's input schema) before anything is sent to the env.
+This is the one place a reply becomes an action (`replies.py` reads the text). The
+rule, in order (docs/replies.md):
 
-With native tool calling the model's call arrives structured (`call_to_action`): an
-MCP env's tool call becomes a call-tool action, a call of `act` is the action itself,
-and both are checked the same way.
+1. The reply's reasoning is dropped (`replies.final_answer`): a reply that ended
+   inside its reasoning or was cut off (`finish_reason == "length"`) is no action.
+2. Of the JSON objects in what is left (bare, fenced, in prose, in a tool-call tag;
+   near-JSON read by JSON5 or as a Python literal), the LAST one addressed to this env
+   is the action: for a plain env an object with at least one of the action's
+   fields, or a call of `act` (`{"name": "act", "arguments": {...}}`); for an MCP
+   env a tool call (`tool_name`, or a Hermes/OpenAI/Llama tool call written as
+   text). It is then checked, and when it is invalid the reply is refused: an
+   earlier object is never played instead. An object left open after it (a
+   truncated answer) refuses the reply too.
+3. With no such object, for a schema whose only required field takes a string
+   (`raw_field`) the answer is that field's value: the content of its last fenced
+   block, else the answer itself (unless the answer is one JSON object, which is
+   then checked as the action). Otherwise the last object is checked as the action,
+   and a reply without any is refused.
+
+Checking first coerces values as the env's pydantic model would in lax mode
+(`"3"` for an integer, `"true"` for a boolean: `pydantic.TypeAdapter`), then
+validates against the live JSON schema (and a tool's input schema). The validator
+resolves only references inside the schema (its own empty `referencing.Registry`):
+a remote `$ref` is an error, never a fetch.
+
+With native tool calling the model's call arrives structured (`call_to_action`), or
+as text when the server parsed no call (`text_tool_call`); both are checked the same
+way.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import TypeAdapter, ValidationError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
 
+from openenv_v1.core.replies import (
+    REASONING_DELIMITERS,
+    UNCLOSED_OBJECT,
+    Found,
+    InvalidAction,
+    as_call,
+    decode,
+    final_answer,
+    find_objects,
+    unfenced,
+    whole_object,
+)
 from openenv_v1.core.schema import ACT_TOOL, ActionSpec
 
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
+Delimiters = tuple[tuple[str, str], ...]
 
 
-class InvalidAction(ValueError):
-    """The reply is not a valid action; `str()` says what to fix."""
+def parse_action(
+    reply: str,
+    spec: ActionSpec,
+    *,
+    finish_reason: str | None = None,
+    delimiters: Delimiters = REASONING_DELIMITERS,
+) -> dict[str, Any]:
+    """The action a reply written as text stands for (see the module docstring)."""
+    answer = final_answer(reply, delimiters, finish_reason)
+    try:
+        return _action(answer, spec)
+    except RecursionError:
+        raise InvalidAction("the reply is nested too deeply to read") from None
 
 
-def parse_action(reply: str, spec: ActionSpec) -> dict[str, Any]:
-    text = reply.strip()
-    if not text:
-        raise InvalidAction("the reply was empty")
-    candidate = _json_object(text)
-    if candidate is None:
-        if spec.raw_field is None:
-            raise InvalidAction("the reply is not a JSON object")
-        candidate = {spec.raw_field: _unfence(text)}
-    if spec.is_mcp:
-        candidate = _as_tool_call(candidate, spec)
-    else:
-        _check(candidate, spec.schema, "action")
-    return candidate
+def text_tool_call(
+    reply: str,
+    *,
+    finish_reason: str | None = None,
+    delimiters: Delimiters = REASONING_DELIMITERS,
+) -> tuple[str, Any] | None:
+    """Native tool calling, a reply with no structured call: the last tool call
+    written in its text (name, arguments), or None when it writes none. (The call is
+    checked by `call_to_action`, as a structured one is.)"""
+    if not reply.strip():
+        return None
+    answer = final_answer(reply, delimiters, finish_reason)
+    try:
+        objects = find_objects(answer)
+    except RecursionError:
+        raise InvalidAction("the reply is nested too deeply to read") from None
+    calls = [f for f in objects.found if f.call is not None]
+    if objects.unclosed_after(calls[-1].end if calls else 0):
+        raise InvalidAction(UNCLOSED_OBJECT)
+    return calls[-1].call if calls else None
 
 
 def call_to_action(name: str, arguments: Any, spec: ActionSpec) -> dict[str, Any]:
     """A native tool call (tool name, its arguments parsed or as the JSON text the
     model wrote) as an action."""
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as e:
-            raise InvalidAction(f"the arguments are not valid JSON ({e})") from None
+        if arguments.strip():
+            parsed = decode(arguments)
+            if parsed is None:
+                try:
+                    json.loads(arguments)
+                except (ValueError, RecursionError) as e:
+                    raise InvalidAction(
+                        f"the arguments are not valid JSON ({_short(e)})"
+                    ) from None
+            arguments = parsed
+        else:
+            arguments = {}
     if not isinstance(arguments, dict):
         raise InvalidAction(
             f"the arguments must be a JSON object, not {type(arguments).__name__}"
@@ -60,70 +121,215 @@ def call_to_action(name: str, arguments: Any, spec: ActionSpec) -> dict[str, Any
         return _as_tool_call({"tool_name": name, "arguments": arguments}, spec)
     if name != ACT_TOOL:
         raise InvalidAction(f"unknown tool {name!r} (available: {ACT_TOOL})")
-    _check(arguments, spec.schema, "action")
-    return dict(arguments)
+    return _checked(arguments, spec.schema, "action")
 
 
-def _unfence(text: str) -> str:
-    match = _FENCE.fullmatch(text)
-    return match.group(1).strip() if match else text
+def _short(error: BaseException) -> str:
+    return str(error)[:200] or type(error).__name__
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    if "{" not in text:  # no object anywhere, fenced or not
-        return None
-    bodies = [text, *(m.group(1).strip() for m in _FENCE.finditer(text))]
-    for body in bodies:
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    start = text.find("{")
-    if start >= 0:
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
+def _action(answer: str, spec: ActionSpec) -> dict[str, Any]:
+    objects = find_objects(answer)
+    addressed = [(f, a) for f in objects.found if (a := _addressed(f, spec))]
+    if objects.unclosed_after(addressed[-1][0].end if addressed else 0):
+        raise InvalidAction(UNCLOSED_OBJECT)
+    if addressed:
+        return _checked_action(addressed[-1][1], spec)
+    if spec.raw_field is not None:
+        whole = whole_object(answer, objects)
+        if whole is None:
+            return _checked({spec.raw_field: unfenced(answer)}, spec.schema, "action")
+        return _checked_action(whole.value, spec)
+    if objects.found:
+        return _checked_action(objects.found[-1].value, spec)
+    raise InvalidAction("the reply is not a JSON object")
+
+
+def _addressed(found: Found, spec: ActionSpec) -> dict[str, Any] | None:
+    """The action an object of the reply stands for, when it is addressed to this
+    env (rule 2), else None."""
+    value = found.value
+    if spec.is_mcp:
+        if "tool_name" in value:
+            return value  # the call-tool form: checked whole, extra keys included
+        if found.call is None:
             return None
-        if isinstance(value, dict):
-            return value
+        name, arguments = found.call
+        return {"tool_name": name, "arguments": arguments}
+    if value.keys() & spec.fields.keys():
+        return value
+    call = found.call or as_call(value)
+    if call is not None and call[0] == ACT_TOOL:
+        return call[1] if isinstance(call[1], dict) else {}
     return None
 
 
+def _checked_action(candidate: dict[str, Any], spec: ActionSpec) -> dict[str, Any]:
+    if spec.is_mcp:
+        return _as_tool_call(candidate, spec)
+    return _checked(candidate, spec.schema, "action")
+
+
 def _as_tool_call(candidate: dict[str, Any], spec: ActionSpec) -> dict[str, Any]:
-    call = {"type": "call_tool", **candidate}
-    _check(call, spec.schema, "tool call")
+    call = _checked({"type": "call_tool", **candidate}, spec.schema, "tool call")
     tool = spec.tool(call["tool_name"])
     if tool is None:
         names = ", ".join(t.name for t in spec.tools or ()) or "none"
         raise InvalidAction(f"unknown tool {call['tool_name']!r} (available: {names})")
     call.setdefault("arguments", {})
     if tool.input_schema:
-        _check(call["arguments"], tool.input_schema, f"arguments of {tool.name!r}")
+        call["arguments"] = _checked(
+            call["arguments"], tool.input_schema, f"arguments of {tool.name!r}"
+        )
     return call
 
 
 # Validators by schema object: building one costs more than a local step.
 _validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+_NO_REMOTE: Registry = Registry()
 
 
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:
-        cached = _validators[id(schema)] = (schema, Draft202012Validator(schema))
+        validator = Draft202012Validator(schema, registry=_NO_REMOTE)
+        cached = _validators[id(schema)] = (schema, validator)
     return cached[1]
 
 
-def _check(instance: Any, schema: dict[str, Any], what: str) -> None:
+def _checked(instance: Any, schema: dict[str, Any], what: str) -> Any:
+    """The instance, lax-coerced (`coerce`), when it is valid; else `InvalidAction`
+    naming every problem."""
+    instance = coerce(instance, schema)
     validator = _validator(schema)
-    if validator.is_valid(instance):
-        return
-    problems = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
-    if problems:
+    try:
+        if validator.is_valid(instance):
+            return instance
+        problems = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
+    except (Unresolvable, SchemaError, RecursionError, re.error) as e:
         raise InvalidAction(
-            f"the {what} is invalid: " + "; ".join(_explain(p) for p in problems)
-        )
+            f"the env's {what} schema cannot be checked ({_short(e)}); this is a "
+            "fault of the env server, not of the reply"
+        ) from None
+    raise InvalidAction(
+        f"the {what} is invalid: " + "; ".join(_explain(p) for p in problems)
+    )
+
+
+_LAX: dict[str, TypeAdapter[Any]] = {
+    "integer": TypeAdapter(int),
+    "number": TypeAdapter(float),
+    "boolean": TypeAdapter(bool),
+}
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "string": (str,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+def _is_type(value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, bool):
+        return False
+    if kind == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _JSON_TYPES.get(kind, object))
+
+
+def coerce(value: Any, schema: Any, root: Any = None, depth: int = 0) -> Any:
+    """`value` with each scalar that does not have its schema's type converted the
+    way pydantic's lax mode would (`"3"` -> 3, `"true"` -> True, `3.0` -> 3), where
+    that succeeds and gives a finite number; everything else is left as it is for
+    the schema check to judge. Follows `properties`, `additionalProperties`,
+    `items`, local `$ref`s and `anyOf` / `oneOf` branches."""
+    root = schema if root is None else root
+    if not isinstance(schema, dict) or depth > 32:
+        return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = _local_ref(root, ref)
+        if target is not None:
+            value = coerce(value, target, root, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list):
+            value = _coerce_union(value, branches, root, depth)
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if isinstance(kinds, list) and not any(_is_type(value, k) for k in kinds):
+        for kind in kinds:
+            converted = _lax(value, kind)
+            if converted is not _FAILED:
+                value = converted
+                break
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, dict) else {}
+        extra = schema.get("additionalProperties")
+        extra = extra if isinstance(extra, dict) else None
+        if properties or extra:
+            value = {
+                k: coerce(v, properties[k], root, depth + 1)
+                if k in properties
+                else (v if extra is None else coerce(v, extra, root, depth + 1))
+                for k, v in value.items()
+            }
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value = [coerce(v, schema["items"], root, depth + 1) for v in value]
+    return value
+
+
+_FAILED = object()
+
+
+def _lax(value: Any, kind: str) -> Any:
+    adapter = _LAX.get(kind)
+    if adapter is None or isinstance(value, (dict, list)) or value is None:
+        return _FAILED
+    try:
+        converted = adapter.validate_python(value)
+    except ValidationError:
+        return _FAILED
+    if isinstance(converted, float) and not math.isfinite(converted):
+        return _FAILED
+    return converted
+
+
+def _coerce_union(value: Any, branches: list[Any], root: Any, depth: int) -> Any:
+    """A union leaves a value that fits a branch's type alone; else the first
+    branch that converts it wins (pydantic's smart mode prefers exact matches)."""
+
+    def kinds(branch: Any) -> list[str]:
+        target = branch
+        if isinstance(branch, dict) and isinstance(branch.get("$ref"), str):
+            target = _local_ref(root, branch["$ref"]) or {}
+        kind = target.get("type") if isinstance(target, dict) else None
+        return [kind] if isinstance(kind, str) else list(kind or [])
+
+    if any(_is_type(value, k) for b in branches for k in kinds(b)):
+        matching = [b for b in branches if any(_is_type(value, k) for k in kinds(b))]
+        return coerce(value, matching[0], root, depth + 1)
+    for branch in branches:
+        converted = coerce(value, branch, root, depth + 1)
+        if converted is not value and converted != value:
+            return converted
+    return value
+
+
+def _local_ref(root: Any, ref: str) -> Any:
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _explain(error: Any) -> str:
@@ -140,4 +346,13 @@ def _explain(error: Any) -> str:
         )
     if error.validator == "type":
         return f"field {where!r} must be of type {error.validator_value}, got {type(error.instance).__name__}"
-    return f"{where or 'value'}: {error.message}"
+    return f"{where or 'value'}: {error.message[:300]}"
+
+
+__all__ = [
+    "InvalidAction",
+    "call_to_action",
+    "coerce",
+    "parse_action",
+    "text_tool_call",
+]

@@ -15,6 +15,14 @@ FROM), `openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base
 reuses its image and an edited one is rebuilt. A failed build raises `EnvFailure`
 naming the failing step and the tail of its output.
 
+Builds run on Docker's default build network, so a Dockerfile's `RUN` steps do not
+reach this host's loopback services; `network="host"` (`provider_kwargs.build_network`,
+or `OPENENV_V1_BUILD_NETWORK=host`) runs them on the host's network, for hosts whose
+package registries answer only there. A build that fails on the network says so,
+naming that setting. One build of an image at a time on this host: a lock file under
+the user's cache directory, opened without following symlinks, waited for no longer
+than the build's own timeout.
+
     built = ensure_env_image("/path/to/maze_env")
     print(built.image, "reused" if built.reused else f"built in {built.seconds:.0f}s")
 """
@@ -31,13 +39,28 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from openenv_v1.core.docker_context import build_context
 from openenv_v1.core.errors import EnvFailure
 
 DOCKER_VAR = "OPENENV_V1_DOCKER"
 """Environment variable naming the `docker` client to run (default: `docker` on PATH)."""
+BUILD_NETWORK_VAR = "OPENENV_V1_BUILD_NETWORK"
+"""Environment variable setting the build network (`default` or `host`) where
+`provider_kwargs.build_network` does not."""
+BuildNetwork = Literal["default", "host"]
+CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
+# What a `RUN` step that could not reach the network prints (pip, uv, apt, curl, git).
+_NETWORK_FAILURES = re.compile(
+    r"Temporary failure in name resolution|Temporary failure resolving|"
+    r"Name or service not known|Could not resolve|failed to lookup address|"
+    r"dns error|Network is unreachable|No route to host|Connection timed out|"
+    r"Failed to establish a new connection|Could not connect to|"
+    r"error sending request for url|ConnectTimeout|connect timeout|"
+    r"Connection refused|i/o timeout",
+    re.I,
+)
 INPUTS_LABEL = "org.openenv-v1.inputs"
 BUILD_TIMEOUT_S = 1800.0
 OUTPUT_TAIL_CHARS = 3000
@@ -191,11 +214,28 @@ def image_tag(folder: Path, digest: str) -> str:
     return f"openenv-v1/{name}:{digest}"
 
 
+def build_network(setting: BuildNetwork | None = None) -> BuildNetwork:
+    """The build network: `setting`, else `$OPENENV_V1_BUILD_NETWORK`, else
+    `default` (an unknown value of the variable is an `EnvFailure`)."""
+    chosen = setting or os.environ.get(BUILD_NETWORK_VAR) or "default"
+    if chosen not in ("default", "host"):
+        raise EnvFailure(
+            f"{BUILD_NETWORK_VAR}={chosen!r} is not a build network: set it to "
+            "`default` or `host`"
+        )
+    return chosen  # type: ignore[return-value]
+
+
 def ensure_env_image(
-    folder: str | Path, *, timeout_s: float = BUILD_TIMEOUT_S
+    folder: str | Path,
+    *,
+    timeout_s: float = BUILD_TIMEOUT_S,
+    network: BuildNetwork | None = None,
 ) -> EnvImage:
     """The image built from `folder`'s Dockerfile for its current files: reused when
-    present, built otherwise (one build at a time per image on this host)."""
+    present, built otherwise on the build `network` (see `build_network`), one build
+    at a time per image on this host. The build network is not part of the tag: an
+    image built either way is reused."""
     started = time.monotonic()
     folder = Path(folder).resolve()
     dockerfile = dockerfile_of(folder)
@@ -212,17 +252,22 @@ def ensure_env_image(
     source = f"built from {dockerfile}"
     if context.mode == "in-repo":
         source += f" (context {context.root}, as the Dockerfile copies from it)"
-    with _build_lock(tag):
+    chosen = build_network(network)
+    with build_lock(tag, timeout_s):
         if _image_exists(tag):
             return EnvImage(
                 tag, source, reused=True, seconds=time.monotonic() - started
             )
-        _build(context.root, dockerfile, tag, build_args, timeout_s)
+        _build(context.root, dockerfile, tag, build_args, timeout_s, chosen)
     return EnvImage(tag, source, reused=False, seconds=time.monotonic() - started)
 
 
 def image_for(
-    env: str, image: str | None, project_path: str | None, tag: str = "latest"
+    env: str,
+    image: str | None,
+    project_path: str | None,
+    tag: str = "latest",
+    build_network: BuildNetwork | None = None,
 ) -> EnvImage:
     """The image a launch of `env` runs: `image` as given; else, for a local
     `project_path`, the image built from its Dockerfile (`ensure_env_image`); else the
@@ -237,7 +282,7 @@ def image_for(
                 "task.user.provider_kwargs.project_path to the env's folder (its "
                 "Dockerfile is built), or provider_kwargs.image to an image"
             )
-        return ensure_env_image(project_path)
+        return ensure_env_image(project_path, network=build_network)
     from openenv_v1.core.openenv_lines import hf_space_subdomain
 
     return EnvImage(f"registry.hf.space/{hf_space_subdomain(env)}:{tag}", "Space image")
@@ -263,8 +308,9 @@ def _build(
     tag: str,
     build_args: Mapping[str, str],
     timeout_s: float,
+    network: BuildNetwork = "default",
 ) -> None:
-    argv = [docker_cli(), "build", "--progress", "plain", "--network", "host"]
+    argv = [docker_cli(), "build", "--progress", "plain", "--network", network]
     argv += ["-f", str(dockerfile), "-t", tag, "--label", f"{INPUTS_LABEL}={tag}"]
     for key, value in build_args.items():
         argv += ["--build-arg", f"{key}={value}"]
@@ -287,12 +333,18 @@ def _build(
     except OSError as e:
         raise EnvFailure(f"cannot run {argv[0]!r} to build {tag}: {e}") from e
     if result.returncode != 0:
-        raise EnvFailure(build_failure(tag, dockerfile, result.stdout + result.stderr))
+        raise EnvFailure(
+            build_failure(tag, dockerfile, result.stdout + result.stderr, network)
+        )
 
 
-def build_failure(tag: str, dockerfile: Path, output: str) -> str:
+def build_failure(
+    tag: str, dockerfile: Path, output: str, network: BuildNetwork = "default"
+) -> str:
     """What a failed `docker build --progress plain` says, for the person reading it:
-    the failing step and the tail of the output."""
+    the failing step and the tail of the output, and, for a step that could not
+    reach the network on Docker's default build network, the setting that builds
+    on the host's."""
     if "buildx component is missing" in output or "requires buildx" in output:
         return (
             f"building {tag} needs BuildKit, and this `docker` client ({docker_cli()}) "
@@ -305,9 +357,18 @@ def build_failure(tag: str, dockerfile: Path, output: str) -> str:
     where = ""
     if failed and failed[-1][0] in steps:
         where = f" at step `{steps[failed[-1][0]]}` ({failed[-1][1]})"
+    hint = ""
+    if network == "default" and _NETWORK_FAILURES.search(output):
+        hint = (
+            "; a step could not reach the network from Docker's default build "
+            "network: where package registries answer only from this host's "
+            'network, build on it with provider_kwargs.build_network = "host" (or '
+            f"{BUILD_NETWORK_VAR}=host), which also lets the Dockerfile's RUN steps "
+            "reach this host's loopback services"
+        )
     return (
-        f"building {tag} from {dockerfile} failed{where}; its output ends with:\n"
-        f"{output.strip()[-OUTPUT_TAIL_CHARS:]}"
+        f"building {tag} from {dockerfile} failed{where}{hint}; its output ends "
+        f"with:\n{output.strip()[-OUTPUT_TAIL_CHARS:]}"
     )
 
 
@@ -317,15 +378,49 @@ def _text(data: bytes | str | None) -> str:
     return data or ""
 
 
+def build_lock_dir() -> Path:
+    """Where build locks live: `build-locks` under `$OPENENV_V1_CACHE_DIR`, else
+    `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`): the user's own, never a
+    shared `/tmp`."""
+    root = os.environ.get(CACHE_DIR_VAR) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "openenv-v1",
+    )
+    return Path(root) / "build-locks"
+
+
 @contextlib.contextmanager
-def _build_lock(tag: str):
-    """One build of `tag` at a time across this host's processes."""
-    root = Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / "openenv-v1-builds"
-    root.mkdir(parents=True, exist_ok=True)
+def build_lock(tag: str, timeout_s: float):
+    """One build of `tag` at a time across this user's processes: an exclusive lock
+    on a file opened with `O_NOFOLLOW` (a symlink planted there fails, never
+    followed), waited for at most `timeout_s` (an `EnvFailure` then)."""
+    root = build_lock_dir()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = root / (hashlib.sha256(tag.encode()).hexdigest()[:16] + ".lock")
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as e:
+        raise EnvFailure(
+            f"cannot open the build lock {path} of {tag}: {e} (a symlink there is "
+            "refused; remove it)"
+        ) from None
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise EnvFailure(
+                        f"another build of {tag} on this host held its lock ({path}) "
+                        f"for over {timeout_s:.0f}s; let it finish, or end it"
+                    ) from None
+                time.sleep(0.2)
         try:
             yield
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -1,18 +1,23 @@
 """OpenEnv's local Docker provider, extended to run env servers safely and own them.
 
 `LocalDockerProvider.start_container` runs `docker run -d -p PORT:8000 IMAGE`: published
-on every interface, with no limits, no labels, and a container nobody removes when its
-eval dies. `DockerLaunch` keeps the provider's shape (start a container, wait for
-`/health`, stop it) and:
+on every interface, as root with Docker's default capabilities, on the default bridge
+(the internet, the cloud metadata address and every other container in reach), with
+no limits, no labels, and a container nobody removes when its eval dies.
+`DockerLaunch` keeps the provider's shape (start a container, wait for `/health`,
+stop it) and:
 
 - runs the image it picks: `image`, one built from the env folder's Dockerfile
   (`docker_image`; after a new build the env's older images go, `docker_prune`), or
   the Space's;
-- publishes on `host` only (default 127.0.0.1), on a port Docker picks unless `port`
-  is set;
-- applies limits for model-written code: `--security-opt no-new-privileges`, a pids
-  limit, a memory limit (swap included), optional `cpus` and a read-only root, plus
-  any extra `docker run` options;
+- hardens it by default: `--cap-drop ALL` (`cap_add` gives some back),
+  `--security-opt no-new-privileges`, a non-root user where the image allows
+  (`user`), a pids limit, a memory limit (swap included), optional `cpus` and a
+  read-only root;
+- runs it with no egress and no traffic to other containers (`docker_network`): on
+  an internal network, reached at its address there; with `egress`, on a network
+  that lets it out, published on `host` only (default 127.0.0.1); or on a `network`
+  the user names;
 - labels the container with its owner process and run, and starts the owner's reaper
   (`docker_reaper`), so the container goes when the owner does, however it ends;
 - passes `env_vars` by name only (`-e NAME`, the value in the client's environment), so
@@ -42,7 +47,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for, run_docker
+from openenv_v1.core.docker_image import (
+    BuildNetwork,
+    EnvImage,
+    docker_cli,
+    image_for,
+    run_docker,
+)
+from openenv_v1.core.docker_network import address_on, ensure_network, forget
 from openenv_v1.core.docker_prune import prune_env_images
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
@@ -60,6 +72,11 @@ LOG_TAIL_LINES = 40
 UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
 """Options of a UV launch that mean nothing to an image with its own command."""
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
+NOBODY = "65534:65534"
+"""The user an image whose own user is root runs as (`user` "auto")."""
+_ROOT_USERS = {"", "root", "0"}
+_needs_root: set[str] = set()
+"""Images seen, in this process, to exit before ready as `NOBODY` and run as root."""
 
 
 class DockerOptions(BaseModel):
@@ -79,9 +96,11 @@ class DockerOptions(BaseModel):
     """Images of this env folder kept after a new one is built (older ones built by
     openenv-v1 are removed, never one a running container uses)."""
     port: int | None = None
-    """Host port to publish on; unset, Docker picks a free one."""
+    """Host port to publish on (with `egress` or `network`); unset, Docker picks a
+    free one."""
     host: str = "127.0.0.1"
-    """Host address the container's port is published on (loopback unless set)."""
+    """Host address the container's port is published on, with `egress` or
+    `network` (loopback unless set)."""
     container_port: int = 8000
     """Port the server listens on inside the container (OpenEnv images: 8000)."""
     env_vars: dict[str, str] = Field(default_factory=dict)
@@ -93,12 +112,38 @@ class DockerOptions(BaseModel):
     cpus: float | None = Field(None, gt=0)
     """CPU limit (`docker run --cpus`); unset, none."""
     read_only: bool = False
-    """Read-only root filesystem, with a writable tmpfs at /tmp."""
+    """Read-only root filesystem, with a writable tmpfs at /tmp (off by default: the
+    non-root default user already cannot write the image's files, and an image that
+    needs root mostly needs it to write them; turn it on for envs that run model
+    code)."""
     no_new_privileges: bool = True
     """`--security-opt no-new-privileges`: no setuid escalation inside."""
+    cap_add: list[str] = Field(default_factory=list)
+    """Linux capabilities given back (`--cap-add`, e.g. `["NET_BIND_SERVICE"]`);
+    every other one is dropped (`--cap-drop ALL`)."""
+    user: str = "auto"
+    """Who the server runs as: `auto` (the image's own user when it names one other
+    than root; else uid:gid 65534:65534 with HOME=/tmp, and an image whose server
+    then exits before it is ready is run again as root, with a warning saying the
+    image needs root), `root`, or any `docker run --user` value, used as given."""
+    egress: bool = False
+    """Let the container open connections out (the internet, the LAN, the cloud
+    metadata address). Off: it runs on the internal network `openenv-v1-isolated`,
+    which nothing leaves, and the client reaches the server at the container's
+    address there. On: it runs on `openenv-v1-egress`, its port published on `host`.
+    Either way no container reaches another."""
+    network: str | None = None
+    """An existing Docker network to run on instead (neither created nor removed;
+    the port is published on `host`): its own rules then decide egress and traffic
+    between containers, and `egress` does not apply."""
+    build_network: BuildNetwork | None = None
+    """Network of the image's build: `default` (Docker's build network; RUN steps
+    do not reach this host's loopback services) or `host` (where package registries
+    answer only from the host's network); unset, `$OPENENV_V1_BUILD_NETWORK`, else
+    `default`."""
     docker_run_args: list[str] = Field(default_factory=list)
-    """Extra `docker run` options, placed before the image (e.g. `["--network",
-    "none"]`)."""
+    """Extra `docker run` options, placed before the image (e.g. `["--shm-size",
+    "1g"]`; the network is `egress` or `network`, not a `--network` here)."""
 
 
 class DockerLaunch(LocalDockerProvider):
@@ -130,7 +175,15 @@ class DockerLaunch(LocalDockerProvider):
         """Seconds from `docker run` to a ready server."""
         self.published: str | None = None
         """The host address and port Docker published the server's port on, as
-        `docker port` reports it (e.g. `127.0.0.1:49153`)."""
+        `docker port` reports it (e.g. `127.0.0.1:49153`); None on the isolated
+        network, which publishes nothing."""
+        self.network: str | None = None
+        """The Docker network the container runs on."""
+        self.address: str | None = None
+        """`ip:port` the client reaches the server at, on the isolated network."""
+        self.user: str | None = None
+        """The user the container runs as (`--user`), or None for the image's own."""
+        self._auto_user = False
         self.app_choice = None  # the image runs its own command
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
         self._base_url: str | None = None
@@ -164,7 +217,13 @@ class DockerLaunch(LocalDockerProvider):
 
     def _image(self) -> EnvImage:
         options = self.options
-        chosen = image_for(self.env, options.image, options.project_path, options.tag)
+        chosen = image_for(
+            self.env,
+            options.image,
+            options.project_path,
+            options.tag,
+            options.build_network,
+        )
         if chosen.reused is False:  # just built: the env's older images may go
             prune_env_images(chosen.image.rpartition(":")[0], options.keep_images)
         return chosen
@@ -178,16 +237,23 @@ class DockerLaunch(LocalDockerProvider):
     ) -> str:
         options = self.options
         env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
+        publish = options.egress or options.network is not None
+        if (port or options.port) and not publish:
+            raise EnvFailure(
+                "provider_kwargs.port publishes the server on the host, and the "
+                "isolated network publishes nothing: set provider_kwargs.egress = true "
+                "(or provider_kwargs.network) to publish it, or drop port"
+            )
+        network = self._network()
         # OpenEnv's names are `<image>-<ms>`: shared containers may start within one ms.
         name = f"{self._generate_container_name(image)}-{secrets.token_hex(3)}"
-        argv = [docker_cli(), "run", "-d", "--init", "--name", name]
-        published = (
-            f"{options.host}:{port or options.port or ''}:{options.container_port}"
-        )
-        argv += ["-p", published]
+        argv = ["run", "-d", "--init", "--name", name, "--network", network]
+        if publish:
+            host_port = port or options.port or ""
+            argv += ["-p", f"{options.host}:{host_port}:{options.container_port}"]
         for key, value in owner_labels(docker_cli(), self.env).items():
             argv += ["--label", f"{key}={value}"]
-        argv += self._limits()
+        argv += self._limits() + self._user_args(image)
         for key in env:
             argv += ["-e", key]  # the value comes from the client's environment
         argv += [*options.docker_run_args, image]
@@ -196,7 +262,14 @@ class DockerLaunch(LocalDockerProvider):
                 raise EnvFailure("the Docker launch was stopped")
             self._container_name, self._image_name = name, image
         self._run_started = time.monotonic()
-        result = run_docker(*argv[1:], timeout=self.launch_timeout_s, env=env)
+        result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
+        shared = options.network is None
+        if result.returncode != 0 and shared and _network_gone(result.stderr):
+            # Another owner's reaper removed the idle shared network meanwhile.
+            forget(network)
+            run_docker("rm", "-f", name, timeout=60)
+            ensure_network(egress=options.egress, again=True)
+            result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
         if result.returncode != 0:
             raise EnvFailure(
                 f"`docker run ... {image}` failed (exit {result.returncode}): "
@@ -208,17 +281,62 @@ class DockerLaunch(LocalDockerProvider):
         if stopped:  # stop() ran while `docker run` was under way
             run_docker("rm", "-f", result.stdout.strip(), timeout=60)
             raise EnvFailure("the Docker launch was stopped")
-        host_port = self._published_port()
-        client_host = "127.0.0.1" if options.host in {"0.0.0.0", "::"} else options.host
-        self._base_url = f"http://{client_host}:{host_port}"
+        self.network = network
+        try:
+            if publish:
+                host_port = self._published_port()
+                client_host = (
+                    "127.0.0.1" if options.host in {"0.0.0.0", "::"} else options.host
+                )
+                self._base_url = f"http://{client_host}:{host_port}"
+            else:
+                self._base_url = f"http://{self._address()}"
+        except _ExitedEarly as e:
+            return self._as_root(image, str(e))
         logger.info(
-            "%s: container %s of %s at %s", self.env, name, image, self._base_url
+            "%s: container %s of %s at %s (network %s, user %s)",
+            self.env,
+            name,
+            image,
+            self._base_url,
+            network,
+            self.user or "the image's",
         )
         return self._base_url
 
+    def _network(self) -> str:
+        options = self.options
+        for arg in options.docker_run_args:
+            if arg in {"--network", "--net"} or arg.startswith(
+                ("--network=", "--net=")
+            ):
+                raise EnvFailure(
+                    "provider_kwargs.docker_run_args sets the network: use "
+                    "provider_kwargs.network (an existing network) or "
+                    "provider_kwargs.egress = true instead"
+                )
+        if options.network is not None:
+            return options.network
+        return ensure_network(egress=options.egress)
+
+    def _address(self) -> str:
+        network = self.network or ""
+        address = address_on(self._container_id or "", network)
+        if address is None:
+            state = self._state()
+            if state is not None and not state.get("Running"):
+                raise _ExitedEarly(self._exit_message(state))  # gone before asked
+            raise EnvFailure(
+                f"container {self._container_name} has no address on network {network}"
+            )
+        self.address = f"{address}:{self.options.container_port}"
+        return self.address
+
     def _limits(self) -> list[str]:
         options = self.options
-        argv: list[str] = []
+        argv = ["--cap-drop", "ALL"]
+        for capability in options.cap_add:
+            argv += ["--cap-add", capability]
         if options.no_new_privileges:
             argv += ["--security-opt", "no-new-privileges"]
         if options.pids_limit is not None:
@@ -228,8 +346,28 @@ class DockerLaunch(LocalDockerProvider):
         if options.cpus is not None:
             argv += ["--cpus", str(options.cpus)]
         if options.read_only:
-            argv += ["--read-only", "--tmpfs", "/tmp"]
+            argv += ["--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777"]
         return argv
+
+    def _user_args(self, image: str) -> list[str]:
+        """`--user` for `user` (see `DockerOptions.user`)."""
+        chosen = self.options.user
+        self._auto_user = False
+        if chosen == "root":
+            self.user = "root"
+            return ["--user", "0:0"]
+        if chosen != "auto":
+            self.user = chosen
+            return ["--user", chosen]
+        if image in _needs_root:
+            self.user = "root"
+            return []
+        own = image_user(image)
+        if own.partition(":")[0] not in _ROOT_USERS:
+            self.user = None
+            return []  # the image names a user of its own: Docker runs it as that
+        self.user, self._auto_user = NOBODY, True
+        return ["--user", NOBODY, "-e", "HOME=/tmp"]
 
     def _published_port(self) -> str:
         result = run_docker(
@@ -242,7 +380,7 @@ class DockerLaunch(LocalDockerProvider):
                 return port
         state = self._state()
         if state is not None and not state.get("Running"):
-            raise EnvFailure(self._exit_message(state))  # gone before it was asked
+            raise _ExitedEarly(self._exit_message(state))  # gone before it was asked
         raise EnvFailure(
             f"container {self._container_name} publishes no port for "
             f"{self.options.container_port}/tcp: {result.stderr.strip()}"
@@ -250,12 +388,47 @@ class DockerLaunch(LocalDockerProvider):
 
     def wait_for_ready(
         self, base_url: str | None = None, timeout_s: float | None = None
-    ) -> None:
-        """Poll `/health` until 200; a container that exits first fails at once with
-        its exit code and log tail."""
-        url = base_url or self._base_url
+    ) -> str:
+        """Poll `/health` until 200; returns the URL it answered at. A container that
+        exits first fails at once with its exit code and log tail, except one run
+        as uid 65534 because `user` is "auto": it is run again as root (the image
+        needs root), with a warning saying so."""
         timeout_s = self.launch_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
+        url = base_url or self._base_url
+        try:
+            return self._wait(url, deadline, timeout_s)
+        except _ExitedEarly as e:
+            if self._image_name is None:
+                raise EnvFailure(str(e)) from None
+            url = self._as_root(self._image_name, str(e))
+        try:
+            return self._wait(url, deadline, timeout_s)
+        except _ExitedEarly as e:
+            raise EnvFailure(
+                f"{e} (run as root after it exited as uid 65534)"
+            ) from None
+
+    def _as_root(self, image: str, exited: str) -> str:
+        """After the container exited before it was ready: an `EnvFailure` saying
+        so, unless `user` "auto" ran it as uid 65534: then the image needs root,
+        which a warning says, and a container of it runs as root (its URL)."""
+        if not self._auto_user:
+            raise EnvFailure(exited)
+        logger.warning(
+            "%s: image %s needs root: its server exited before it was ready as uid "
+            '65534 (provider_kwargs.user "auto"), so it runs as root, without '
+            'capabilities (set provider_kwargs.user = "root" to skip the try, or '
+            "give the image a USER of its own); as uid 65534: %s",
+            self.env,
+            image,
+            exited,
+        )
+        _needs_root.add(image)
+        self._remove_container()
+        return self.start_container(image)
+
+    def _wait(self, url: str | None, deadline: float, timeout_s: float) -> str:
         next_check = time.monotonic() + 1.0
         with httpx.Client(timeout=2.0, trust_env=False) as http:
             while True:
@@ -267,20 +440,37 @@ class DockerLaunch(LocalDockerProvider):
                     if http.get(f"{url}/health").status_code == 200:
                         self.start_seconds = time.monotonic() - self._run_started
                         self._was_running, self._checked_at = True, time.monotonic()
-                        return
+                        return url
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + 1.0
                     state = self._state()
                     if state is not None and not state.get("Running"):
-                        raise EnvFailure(self._exit_message(state))
+                        raise _ExitedEarly(self._exit_message(state))
                 if time.monotonic() >= deadline:
                     raise EnvFailure(
                         f"container {self._container_name} ({self._image_name}) "
                         f"was not ready at {url}/health within {timeout_s:.0f}s (raise "
-                        "task.user.launch_timeout_s if it is just slow); its log ends "
-                        f"with:\n{self.log_tail()}"
+                        "task.user.launch_timeout_s if it is just slow"
+                        f"{self._reach_hint()}); its log ends with:\n{self.log_tail()}"
                     )
                 time.sleep(0.1)
+
+    def _reach_hint(self) -> str:
+        if self.published is not None or self.address is None:
+            return ""
+        return (
+            f"; this host reaches it at {self.address} on the internal network "
+            f"{self.network}, which Docker Desktop, rootless Docker and a remote "
+            "DOCKER_HOST cannot: there, set provider_kwargs.egress = true to "
+            "publish it on 127.0.0.1"
+        )
+
+    def _remove_container(self) -> None:
+        with self._lock:
+            target = self._container_id or self._container_name
+            self._container_id = self._container_name = self._base_url = None
+        if target is not None:
+            run_docker("rm", "-f", target, timeout=60)
 
     def _state(self) -> dict[str, Any] | None:
         import json
@@ -300,10 +490,16 @@ class DockerLaunch(LocalDockerProvider):
             why = (
                 " (killed for exceeding its memory limit: raise provider_kwargs.memory)"
             )
+        who = ""
+        if self.user is not None and self.user != "root" and not self._auto_user:
+            who = (
+                f" (it ran as user {self.user}: if the image needs root, set "
+                'provider_kwargs.user = "root")'
+            )
         return (
             f"container {self._container_name} ({self._image_name}) exited "
-            f"with code {state.get('ExitCode')}{why} before it was ready; its log ends "
-            f"with:\n{self.log_tail()}"
+            f"with code {state.get('ExitCode')}{why} before it was ready{who}; its log "
+            f"ends with:\n{self.log_tail()}"
         )
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
@@ -402,6 +598,20 @@ def docker_launch_plan(target: EnvTarget) -> tuple[DockerLaunch, dict[str, Any]]
         secret_env=target.secret_env,
     )
     return provider, {}
+
+
+class _ExitedEarly(Exception):
+    """The container exited before its server was ready; `str()` says how."""
+
+
+def image_user(image: str) -> str:
+    """The user the image's config names (`USER`), "" for none or unknown."""
+    result = run_docker("image", "inspect", "--format", "{{.Config.User}}", image)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def _network_gone(stderr: str) -> bool:
+    return "network" in stderr and "not found" in stderr
 
 
 def _call(fn: Callable[[], Any]) -> Any:

@@ -15,7 +15,9 @@ under way and networks whose containers took a while to go.
 
 A reaper that is itself killed leaves its owner's things behind; the next reaper
 started on this host sweeps them (`sweep_orphans()`): those whose owner process, on
-this host and boot, no longer exists.
+this host and boot and in this PID namespace, no longer exists. An owner in another
+PID namespace (a container, a sandbox, `unshare -p`: its pid means another process
+here) counts as alive: its own reaper sweeps for it, never one of ours.
 
 The reaper runs this file as a script with the standard library only (no package
 import), so starting one costs a bare interpreter.
@@ -39,9 +41,13 @@ from pathlib import Path
 
 MANAGED_LABEL = "org.openenv-v1.managed"
 OWNER_LABEL = "org.openenv-v1.owner"
-"""`<host>/<boot id>/<pid>/<process start time>` of the process that started it."""
+"""`<host>/<boot id>/pidns<inode>/<pid>/<process start time>` of the process that
+started it (the PID namespace's inode, as `/proc/self/ns/pid` names it)."""
 RUN_LABEL = "org.openenv-v1.run"
 ENV_LABEL = "org.openenv-v1.env"
+SHARED_NETWORKS = ("openenv-v1-isolated", "openenv-v1-egress")
+"""The networks env containers of every owner share (`docker_network`): each reaper
+tries to remove them once its owner is gone (Docker refuses while one is in use)."""
 RUN_ID_VAR = "OPENENV_V1_RUN_ID"
 """Environment variable whose value becomes every container's run label (default: the
 owner token)."""
@@ -84,18 +90,30 @@ def host_prefix() -> str:
     return f"{socket.gethostname()}/{_boot_id()}"
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace, `pidns<inode>` (`pidns?` where /proc hides it)."""
+    with contextlib.suppress(OSError):
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+        return "pidns" + link.partition("[")[2].rstrip("]")
+    return "pidns?"
+
+
 def owner_token(pid: int | None = None) -> str:
+    """The token naming process `pid` (this one by default) of this PID namespace."""
     pid = os.getpid() if pid is None else pid
-    return f"{host_prefix()}/{pid}/{_start_time(pid) or '0'}"
+    return f"{host_prefix()}/{pid_namespace()}/{pid}/{_start_time(pid) or '0'}"
 
 
 def owner_alive(token: str) -> bool:
-    """Whether the owner named by `token` still runs (True for another host's or
-    boot's owner: it cannot be told from here)."""
-    parts = token.rsplit("/", 2)
-    if len(parts) != 3 or parts[0] != host_prefix() or not parts[1].isdigit():
+    """Whether the owner named by `token` still runs. True for an owner on another
+    host or boot, or in another PID namespace (or one this process cannot name):
+    it cannot be told from here, so it is never taken for dead."""
+    parts = token.rsplit("/", 3)
+    if len(parts) != 4 or parts[0] != host_prefix() or not parts[2].isdigit():
         return True
-    return _start_time(int(parts[1])) == parts[2]
+    if parts[1] != pid_namespace() or parts[1] == "pidns?":
+        return True
+    return _start_time(int(parts[2])) == parts[3]
 
 
 def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
@@ -174,6 +192,12 @@ def sweep_owner(docker: str, token: str) -> None:
         remove(docker, labelled(docker, kind, f"{OWNER_LABEL}={token}"), kind)
 
 
+def remove_idle_shared_networks(docker: str) -> None:
+    """Remove the shared env networks; Docker keeps any a container still uses."""
+    for name in SHARED_NETWORKS:  # one at a time: `network rm` stops at a failure
+        remove(docker, [name], "network")
+
+
 def sweep_orphans(docker: str) -> None:
     """Remove this package's services, containers and networks whose owner process
     on this host is gone."""
@@ -222,6 +246,7 @@ def _reap(token: str, docker: str) -> None:
     for delay in _SWEEP_DELAYS_S:
         time.sleep(max(0.0, started + delay - time.monotonic()))
         sweep_owner(docker, token)
+    remove_idle_shared_networks(docker)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,12 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from openenv_v1.core.actions import InvalidAction, call_to_action, parse_action
+from openenv_v1.core.actions import (
+    InvalidAction,
+    call_to_action,
+    parse_action,
+    text_tool_call,
+)
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -54,6 +59,7 @@ from openenv_v1.core.render import (
     render_tool_failed,
     tool_error,
 )
+from openenv_v1.core.replies import REASONING_DELIMITERS
 from openenv_v1.core.schema import (
     ActionSpec,
     ResetParams,
@@ -77,6 +83,8 @@ class EpisodeLimits:
     """Consecutive invalid actions that end the episode."""
     capacity_wait_s: float = 30.0
     """How long reset retries (with backoff) a server at capacity."""
+    reasoning_delimiters: tuple[tuple[str, str], ...] = REASONING_DELIMITERS
+    """Tags of reasoning blocks, never read as the action (`core/replies.py`)."""
 
 
 @dataclass
@@ -212,15 +220,41 @@ class EnvEpisode:
         if self.reset_params is not None:
             _warn_unknown_keys(self.label, self.reset_params, [kwargs])
 
-    async def act(self, reply: str) -> Turn:
-        """Apply one model reply written as text and return the next user turn."""
+    async def act(self, reply: str, finish_reason: str | None = None) -> Turn:
+        """Apply one model reply written as text and return the next user turn.
+        `finish_reason` is the server's, where the verifiers line passes it on."""
         if self.report.done:
             return Turn("The episode is over.", failed=True)
         try:
-            action = parse_action(reply, self.spec)
+            action = parse_action(
+                reply,
+                self.spec,
+                finish_reason=finish_reason,
+                delimiters=self.limits.reasoning_delimiters,
+            )
         except InvalidAction as e:
             return self._invalid(str(e))
         return await self._apply(action)
+
+    async def reply_without_call(
+        self, reply: str, finish_reason: str | None = None
+    ) -> Turn:
+        """Native tool calling, a reply with no structured tool call: a tool call it
+        writes as text (`actions.text_tool_call`) is stepped as that call; a reply
+        that ended inside its reasoning is an invalid action; else `no_tool_call`."""
+        if self.report.done:
+            return Turn("The episode is over.")
+        try:
+            call = text_tool_call(
+                reply,
+                finish_reason=finish_reason,
+                delimiters=self.limits.reasoning_delimiters,
+            )
+        except InvalidAction as e:
+            return self._invalid(str(e))
+        if call is None:
+            return self.no_tool_call()
+        return await self.call(*call)
 
     async def call(self, tool: str, arguments: Any) -> Turn:
         """Apply one native tool call (a tool of `spec.model_tools()` and its parsed

@@ -1,8 +1,11 @@
 """Model-facing text: observations, the action format, and invalid-action feedback.
 
-The opening turn carries the reset observation plus the action format (schema or tool
-list) once; later turns carry only the new observation. After an invalid action the
-feedback names the problem and repeats the format, so the model can recover.
+The opening turn carries the reset observation plus the action format once: one
+instruction (for an action of one string field, the env's own format: reply with the
+value itself; else the JSON schema; for an MCP env the call format and a bounded tool
+list); later turns carry only the new observation. After an invalid action the
+feedback names the problem and repeats the format (an MCP env's tools by name only),
+so the model can recover.
 
 What an observation shows (`_visible`), before formatting:
 
@@ -285,36 +288,131 @@ class ObservationRenderer:
         return not any(text in shown_now for text in texts)
 
 
+MAX_TOOL_LIST_CHARS = 6_000
+"""Most characters the tool list of an MCP env's opening turn takes; the tools past
+it are named only (or counted, when even the names do not fit)."""
+MAX_TOOL_DESCRIPTION_CHARS = 500
+"""Most characters of one tool's description in the tool list."""
+MAX_TOOL_SCHEMA_CHARS = 1_500
+"""Most characters of one tool's input schema in the tool list; a longer one is
+shown as its arguments' names and types."""
+_CALL_FORMAT = (
+    "Act by calling one tool per reply, as a JSON object: "
+    '{"type":"call_tool","tool_name":<name>,"arguments":{...}}.'
+)
+
+
 def render_action_format(spec: ActionSpec) -> str:
+    """How to act, once, in the opening turn: one instruction. For a schema whose
+    only required field takes a string (`raw_field`), to reply with that value itself
+    (the env's own format, e.g. Wordle's `[crane]`); else the JSON schema; for an MCP
+    env the call format and the tool list, bounded by `MAX_TOOL_LIST_CHARS`."""
     example = _compact(spec.example())
     if spec.is_mcp:
-        lines = [
-            "Act by calling one tool per reply, as a JSON object: "
-            '{"type":"call_tool","tool_name":<name>,"arguments":{...}}.',
-            "Tools:",
-        ]
-        for tool in spec.tools or ():
-            args = tool.input_schema.get("properties") or {}
-            lines.append(f"- {tool.name}: {tool.description or '(no description)'}")
-            if args:
-                lines.append(f"  arguments schema: {_compact(tool.input_schema)}")
-        lines.append(f"Example: {example}")
-        return "\n".join(lines)
+        return "\n".join(
+            [_CALL_FORMAT, "Tools:", *_tool_lines(spec), f"Example: {example}"]
+        )
+    if spec.raw_field:
+        return _raw_format(spec)
     schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
     props = {
         k: v for k, v in (schema.get("properties") or {}).items() if k in spec.fields
     }
     schema["properties"] = props
-    lines = [
-        "Reply with one action: a JSON object matching this schema.",
-        f"Action schema: {_compact(schema)}",
-        f"Example: {example}",
-    ]
-    if spec.raw_field:
+    return "\n".join(
+        [
+            "Reply with one action: a JSON object matching this schema.",
+            f"Action schema: {_compact(schema)}",
+            f"Example: {example}",
+        ]
+    )
+
+
+def _raw_format(spec: ActionSpec) -> str:
+    name = spec.raw_field
+    assert name is not None
+    description = str((spec.fields.get(name) or {}).get("description") or "").strip()
+    what = f" ({description.rstrip('.')})" if description else ""
+    lines = [f"Reply with the {name} itself as plain text{what}."]
+    others = [f for f in spec.fields if f != name]
+    schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
+    schema["properties"] = dict(spec.fields)
+    if others:
         lines.append(
-            f"A reply that is not JSON is taken as the value of {spec.raw_field!r}."
+            f"To also set {', '.join(others)}, reply with a JSON object instead: "
+            f"{_compact(schema)}"
         )
     return "\n".join(lines)
+
+
+def _tool_lines(spec: ActionSpec) -> list[str]:
+    lines: list[str] = []
+    used = 0
+    tools = list(spec.tools or ())
+    for index, tool in enumerate(tools):
+        description = tool.description or "(no description)"
+        if len(description) > MAX_TOOL_DESCRIPTION_CHARS:
+            description = description[:MAX_TOOL_DESCRIPTION_CHARS] + " [...]"
+        entry = [f"- {tool.name}: {description}"]
+        if tool.input_schema.get("properties"):
+            entry.append(_arguments_line(tool.input_schema))
+        size = sum(len(line) + 1 for line in entry)
+        if used + size > MAX_TOOL_LIST_CHARS:
+            lines.append(_rest_of_tools(tools[index:], MAX_TOOL_LIST_CHARS - used))
+            break
+        lines.extend(entry)
+        used += size
+    return lines
+
+
+def _arguments_line(schema: dict[str, Any]) -> str:
+    """A tool's input schema, or past `MAX_TOOL_SCHEMA_CHARS` its arguments' names
+    and types only."""
+    text = _compact(schema)
+    if len(text) <= MAX_TOOL_SCHEMA_CHARS:
+        return f"  arguments schema: {text}"
+    required = set(schema.get("required") or [])
+    names = [
+        f"{name} ({_type_name(spec)}{', required' if name in required else ''})"
+        for name, spec in (schema.get("properties") or {}).items()
+    ]
+    summary = _names(names, MAX_TOOL_SCHEMA_CHARS)
+    return f"  arguments: {summary} [schema of {len(text):,} chars not shown]"
+
+
+def _type_name(spec: Any) -> str:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    return str(kind) if kind else "any"
+
+
+def _rest_of_tools(rest: list[Any], room: int) -> str:
+    """The tools that did not fit, by name as far as `room` (at least 300) allows."""
+    head = f"[{len(rest):,} more tools not shown; their names: "
+    return head + _names([t.name for t in rest], max(room, 300) - len(head)) + "]"
+
+
+def _names(names: list[str], room: int) -> str:
+    """The names, comma-separated, as many as `room` characters take, and how many
+    more there are."""
+    shown, used = [], 0
+    for name in names:
+        if used + len(name) + 2 > room - 20:
+            break
+        shown.append(name)
+        used += len(name) + 2
+    cut = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {cut:,} more" if cut else "")
+
+
+def render_feedback_format(spec: ActionSpec) -> str:
+    """How to act, repeated after an invalid action: the opening's instruction, but
+    an MCP env's tools by name only (the opening gave their schemas)."""
+    if not spec.is_mcp:
+        return render_action_format(spec)
+    names = [t.name for t in spec.tools or ()]
+    return f"{_CALL_FORMAT}\nTools: {_names(names, 2_000) if names else 'none'}."
 
 
 def render_opening(
@@ -331,7 +429,7 @@ def render_invalid(problem: str, spec: ActionSpec, left: int) -> str:
     return (
         f"Invalid action: {problem}. The environment was not stepped. "
         f"{left} more invalid action{'s' if left != 1 else ''} in a row will end the episode.\n"
-        f"{render_action_format(spec)}"
+        f"{render_feedback_format(spec)}"
     )
 
 

@@ -7,11 +7,16 @@ optional overlay network, removed by `stop_container()`) and:
 
 - runs the image the Docker launch would (`docker_image.image_for`: `image`, one
   built from `project_path`'s Dockerfile, or the Space's);
-- publishes in one of two modes (`publish`): `ingress`, the routing mesh: one port on
-  every node, connections balanced over the tasks (what a real cluster uses; it needs
-  the kernel's IPVS); or `host`: each task publishes its own port on its node (Swarm
-  picks it), found from the task's status or its container;
-- applies the Docker launch's limits where Swarm has them: memory, pids, cpus,
+- publishes nothing by default (`publish` "local"): its tasks run on an internal
+  overlay network of their own (no egress), and each task the pool uses is reached
+  through a gateway container on this node published on 127.0.0.1 only
+  (`docker_gateway`). Publishing on every interface is opt-in: `host`, each task
+  publishes its own port on its node (Swarm picks it), found from the task's status
+  or its container; `ingress`, the routing mesh: one port on every node, connections
+  balanced over the tasks (it needs the kernel's IPVS). Both need a network with a
+  way out (`egress`);
+- applies the Docker launch's hardening and limits where Swarm has them:
+  `--cap-drop ALL`, a non-root user where the image allows, memory, pids, cpus,
   read-only root, `--init` (Swarm 20.10 has no swap limit and no
   `no-new-privileges`: see docs/swarm.md);
 - puts its tasks on an overlay network of their own (or the `network` named), and
@@ -54,8 +59,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv_v1.core.docker_image import EnvImage, docker_cli, image_for, run_docker
-from openenv_v1.core.docker_launch import read_image_options
+from openenv_v1.core.docker_gateway import Gateway
+from openenv_v1.core.docker_image import (
+    BuildNetwork,
+    EnvImage,
+    docker_cli,
+    image_for,
+    run_docker,
+)
+from openenv_v1.core.docker_launch import NOBODY, image_user, read_image_options
 from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.light_import import without_gradio
@@ -90,10 +102,26 @@ class SwarmOptions(BaseModel):
     replicas: int = Field(2, ge=1)
     """Tasks the service starts with (more are added while all are at their session
     limit, as shared servers are)."""
-    publish: Literal["ingress", "host"] = "ingress"
-    """`ingress`: one port on every node, Swarm's routing mesh balancing connections
-    over the tasks (needs IPVS in the kernel). `host`: each task publishes its own
-    port on its node, and sessions are spread over the tasks by the pool."""
+    publish: Literal["local", "host", "ingress"] = "local"
+    """`local`: nothing published; each task the pool uses is reached through a
+    gateway container on this node, published on 127.0.0.1 only, over the service's
+    own network. Opt-in, on every interface: `host`, each task publishes its own port
+    on its node; `ingress`, one port on every node, Swarm's routing mesh balancing
+    connections over the tasks (needs IPVS in the kernel). Except in ingress mode
+    sessions are spread over the tasks by the pool."""
+    egress: bool | None = None
+    """Let the tasks open connections out (the internet, the LAN, the cloud metadata
+    address). Unset: off with `publish` "local" (the service's overlay network is
+    internal), on with `host` or `ingress`, which Swarm publishes only through a
+    network with a way out (so egress false with them is an error)."""
+    cap_add: list[str] = Field(default_factory=list)
+    """Linux capabilities given back (`--cap-add`); every other one is dropped."""
+    user: str = "auto"
+    """Who the server runs as: `auto` (the image's own user when it names one other
+    than root, else uid:gid 65534:65534 with HOME=/tmp; a task that then fails says
+    to set `root`), `root`, or any `--user` value, used as given."""
+    build_network: BuildNetwork | None = None
+    """Network of the image's build, as for the Docker launch."""
     port: int | None = None
     """Ingress mode: the published port; unset, Swarm picks one (30000-32767)."""
     host: str | None = None
@@ -129,6 +157,8 @@ class _Task:
     node: str
     port: int | None
     error: str
+    address: str | None = None
+    """Its IPv4 address on the service's network (what a gateway forwards to)."""
 
 
 class SwarmService(DockerSwarmProvider):
@@ -170,6 +200,17 @@ class SwarmService(DockerSwarmProvider):
         self._tasks_at = 0.0
         self._refreshing = False
         self._nodes: dict[str, str] = {}
+        self.user: str | None = None
+        """The user the tasks run as (`--user`), or None for the image's own."""
+        self.egress = (
+            options.publish != "local" if options.egress is None else (options.egress)
+        )
+        if not self.egress and options.publish != "local":
+            raise EnvFailure(
+                f"provider_kwargs.publish {options.publish!r} publishes through a "
+                "network with a way out, so it needs egress: drop egress false, or "
+                'use publish "local" (nothing published, no egress)'
+            )
 
     @property
     def name(self) -> str | None:
@@ -219,9 +260,11 @@ class SwarmService(DockerSwarmProvider):
                     raise EnvFailure("the Swarm launch was stopped")
                 # In ingress mode every replica is the one address: none is taken.
                 ingress = self.options.publish == "ingress"
+                local = self.options.publish == "local"
                 taken = set() if ingress else {t for t in self._claims.values() if t}
                 for task in tasks.values():
-                    if _live(task) and (task.port or ingress) and task.id not in taken:
+                    reachable = task.address if local else (task.port or ingress)
+                    if _live(task) and reachable and task.id not in taken:
                         self._claims[replica] = task.id
                         return task
             # Only failures: Swarm has nothing starting that could be claimed.
@@ -231,7 +274,7 @@ class SwarmService(DockerSwarmProvider):
             if time.monotonic() >= deadline:
                 raise EnvFailure(
                     f"Swarm service {self._service_name} ({self._image_ref()}) had no "
-                    f"task with a published port within {self.launch_timeout_s:.0f}s "
+                    f"task with an address within {self.launch_timeout_s:.0f}s "
                     f"(tasks: {self._summary(tasks)}); raise "
                     "task.user.launch_timeout_s if the image is just slow to pull"
                 )
@@ -266,11 +309,22 @@ class SwarmService(DockerSwarmProvider):
             return dict(self._tasks)
 
     def task_failure(self, task: _Task) -> str:
+        who = ""
+        if self.user is not None and self.user != "0:0":
+            who = (
+                f" (it ran as user {self.user}: if the image needs root, set "
+                'provider_kwargs.user = "root")'
+            )
         return (
             f"Swarm task {task.id[:12]} of service {self._service_name} "
             f"({self._image_ref()}) is {task.state}: {task.error or 'no error given'}"
-            f"; its log ends with:\n{self.log_tail(task.id)}"
+            f"{who}; its log ends with:\n{self.log_tail(task.id)}"
         )
+
+    @property
+    def network(self) -> str | None:
+        """The network the tasks run on."""
+        return self._own_network or self._overlay_network
 
     def log_tail(self, task_id: str, lines: int = LOG_TAIL_LINES) -> str:
         result = run_docker(
@@ -295,6 +349,8 @@ class SwarmService(DockerSwarmProvider):
     def _ensure_overlay_network(self, network: str) -> None:
         labels = owner_labels(docker_cli(), self.env)
         argv = ["network", "create", "--driver", "overlay", "--attachable"]
+        if not self.egress:
+            argv.append("--internal")
         for key, value in labels.items():
             argv += ["--label", f"{key}={value}"]
         result = run_docker(*argv, network)
@@ -316,7 +372,11 @@ class SwarmService(DockerSwarmProvider):
         its own network; returns "" (no task has an address yet: see `url_of`)."""
         self._ensure_swarm_initialized()
         self.image = image_for(
-            self.env, self.options.image, self.options.project_path, self.options.tag
+            self.env,
+            self.options.image,
+            self.options.project_path,
+            self.options.tag,
+            self.options.build_network,
         )
         name = self._generate_service_name(self.image.image).replace("_", "-")
         self._service_name = f"{name[-40:].lstrip('-.')}-{secrets.token_hex(3)}"
@@ -355,8 +415,10 @@ class SwarmService(DockerSwarmProvider):
         argv = ["service", "create", "--detach", "--quiet", "--init"]
         argv += ["--name", self._service_name, "--replicas", str(self.replicas)]
         argv += ["--network", str(network)]
-        if options.publish == "host":
-            # Clients reach each task directly: no virtual IP (which needs IPVS).
+        if options.publish == "local":
+            # Reached at each task's address: no virtual IP (which needs IPVS).
+            argv += ["--endpoint-mode", "dnsrr"]
+        elif options.publish == "host":
             argv += ["--endpoint-mode", "dnsrr"]
             argv += ["--publish", f"mode=host,target={options.container_port}"]
         else:
@@ -364,7 +426,7 @@ class SwarmService(DockerSwarmProvider):
             argv += ["--publish", f"{published}target={options.container_port}"]
         for key, value in owner_labels(docker_cli(), self.env).items():
             argv += ["--label", f"{key}={value}", "--container-label", f"{key}={value}"]
-        argv += self._limits()
+        argv += self._limits() + self._user_args(image)
         argv += ["--stop-grace-period", f"{math.ceil(options.stop_grace_s)}s"]
         if image.source != "image setting":
             argv.append("--no-resolve-image")  # built or named here: no registry
@@ -373,9 +435,25 @@ class SwarmService(DockerSwarmProvider):
         argv += [*options.service_args, image.image]
         return argv, env
 
+    def _user_args(self, image: EnvImage) -> list[str]:
+        chosen = self.options.user
+        if chosen == "root":
+            self.user = "0:0"
+        elif chosen != "auto":
+            self.user = chosen
+        elif image_user(image.image).partition(":")[0] in {"", "root", "0"}:
+            self.user = NOBODY
+            return ["--user", NOBODY, "--env", "HOME=/tmp"]
+        else:
+            self.user = None  # the image names a user of its own
+            return []
+        return ["--user", self.user]
+
     def _limits(self) -> list[str]:
         options = self.options
-        argv: list[str] = []
+        argv = ["--cap-drop", "ALL"]
+        for capability in options.cap_add:
+            argv += ["--cap-add", capability]
         if options.pids_limit is not None:
             argv += ["--limit-pids", str(options.pids_limit)]
         if options.memory:
@@ -489,8 +567,19 @@ class SwarmService(DockerSwarmProvider):
                 node=entry.get("NodeID", ""),
                 port=self._task_port(status),
                 error=status.get("Err", ""),
+                address=self._task_address(entry),
             )
         return tasks
+
+    def _task_address(self, entry: Mapping[str, Any]) -> str | None:
+        """The task's IPv4 address on the service's network, once Swarm gave it."""
+        for attachment in entry.get("NetworksAttachments") or []:
+            network = attachment.get("Network") or {}
+            names = {(network.get("Spec") or {}).get("Name"), network.get("ID")}
+            if self.network in names:
+                for address in attachment.get("Addresses") or []:
+                    return str(address).partition("/")[0] or None
+        return None
 
     def _task_port(self, status: Mapping[str, Any]) -> int | None:
         """The task's published port: from its status once it runs, else (a task
@@ -543,11 +632,13 @@ class SwarmReplica:
         self.app_choice = None  # the image runs its own command
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
         self.servers_at_start = (
-            service.options.replicas if service.options.publish == "host" else 1
+            service.options.replicas if service.options.publish != "ingress" else 1
         )
-        """Servers a `ServerPool` launches at once: every task, in host mode."""
+        """Servers a `ServerPool` launches at once: every task, but in ingress mode."""
         self.start_seconds: float | None = None
         self.task_id: str | None = None
+        self.gateway: Gateway | None = None
+        """The loopback gateway to its task (`publish` "local")."""
         self._url: str | None = None
         self._joined = False
         self._stopped = False
@@ -569,7 +660,22 @@ class SwarmReplica:
         deadline = self._started_at + self.service.launch_timeout_s
         task = self.service.claim_task(self, deadline)
         self.task_id = task.id
-        self._url = self.service.url_of(task)
+        if self.service.options.publish != "local":
+            self._url = self.service.url_of(task)
+            return self._url
+        assert task.address is not None and self.service.image is not None
+        gateway = Gateway.start(
+            self.service.image.image,
+            str(self.service.network),
+            task.address,
+            self.service.options.container_port,
+            env=self.service.env,
+        )
+        self.gateway = gateway
+        if self._stopped:  # stop() ran while the gateway started
+            gateway.stop()
+            raise EnvFailure("the Swarm launch was stopped")
+        self._url = gateway.url
         return self._url
 
     def wait_for_ready(
@@ -619,6 +725,8 @@ class SwarmReplica:
         if self._stopped:
             return
         self._stopped = True
+        if self.gateway is not None:
+            self.gateway.stop()
         if self._joined and self.service.leave(self):
             _forget(self._key, self.service)
             self.service.stop_container(grace_s)

@@ -9,8 +9,9 @@ and each turn it returns into a user message: its text, then its images as
 With native tool calling (`tool_calls="native"`) the simulator keeps the session too.
 It leaves the model's tools and its own address on the rollout state before it serves;
 the eval's tool server (`openenv_v1.vf02.tools`) forwards each tool call to it, and it steps
-each one once (`openenv_v1.vf02.tool_desk`). A reply that calls no tool gets a reminder,
-counted as an invalid action.
+each one once (`openenv_v1.vf02.tool_desk`). A reply that calls no tool is stepped as the
+tool call its text writes, if any (`EnvEpisode.reply_without_call`); else it gets a
+reminder, counted as an invalid action.
 
 Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
 server unserved while verifiers keeps probing it for minutes, and a raising `respond`
@@ -195,7 +196,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 # A reply that called no tool gets a reminder, counted as invalid
                 # (with the calls the eval process counted).
                 absorb_invalid(report, self.state)
-                turn = self._episode.no_tool_call()
+                turn = await self._episode.reply_without_call(message)
             else:
                 turn = await self._episode.act(message)
         mirror(report, self.state)

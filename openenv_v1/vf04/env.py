@@ -14,8 +14,10 @@ run out, or the player stops. The shared servers of a UV launch are started in
 
 With native tool calling (`tool_calls="native"`) the episode's tools are lent to the
 chat harness for the play (`openenv_v1.vf04.native`): a segment is the model's
-tool-calling loop, each call one step; a reply that calls no tool gets a reminder,
-counted as an invalid action.
+tool-calling loop, each call one step; a reply that calls no tool is stepped as the
+tool call its text writes, if any, else gets a reminder, counted as an invalid action.
+Each reply goes to the episode with the model call's `finish_reason` (a reply cut at
+the length limit is no action).
 
 The account (`openenv_reward` = summed step rewards, stop `openenv_done` or
 `openenv_invalid_actions`, the metrics, `info["openenv"]`) is written onto the trace
@@ -139,17 +141,24 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             segment = await interaction.turn(user_message(turn))
             if segment.terminated:
                 return  # a turn limit or the player's own stop ended the run
+            finish = last_finish_reason(interaction.trace)
             if episode.native:
                 # The harness stepped the tool calls; it returns with the episode
                 # still on only after a reply that called no tool.
-                turn = episode.no_tool_call()
+                turn = await episode.reply_without_call(segment.last_reply, finish)
             else:
-                turn = await episode.act(segment.last_reply)
+                turn = await episode.act(segment.last_reply, finish)
         if report.stop_reason == "invalid_actions":
             # The model gets the last feedback turn only if it could act on it.
             interaction.trace.stop(STOP_INVALID)
         elif report.stop_reason == "done":
             interaction.trace.stop(STOP_DONE)
+
+
+def last_finish_reason(trace: vf.Trace) -> str | None:
+    """Why the model stopped in the last answered call (`length`: cut off)."""
+    last = next((c for c in reversed(trace.calls) if c.error is None), None)
+    return last.finish_reason if last else None
 
 
 def record(trace: vf.Trace, report: EpisodeReport) -> None:

@@ -1,0 +1,72 @@
+"""The framework floor on verifiers 0.4: an env with no OpenEnv behind it.
+
+Each rollout pays everything verifiers 0.4 itself costs (the eval or env-server
+process, the interaction, this package's chat harness, the model calls) but no env
+server, no OpenEnv client, no reset and no step: it plays `turns` model turns of
+canned text, then stops. No adapter can be faster, so `benchmarks/scale.py` divides
+the `vf04` leg's wall time and throughput by this one's at the same level and the
+same number of model turns per episode (`ours / floor`).
+
+    PYTHONPATH=benchmarks vf-eval openenv-v1-floor-vf04 \
+        --env.taskset.turns '[5, 4, 6]' -m local-policy ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import verifiers.v1 as vf
+from pydantic import Field
+
+from openenv_v1.vf04.chat import OpenEnvChatHarness
+
+STOP_FLOOR = "floor_done"
+
+
+class FloorData(vf.TaskData):
+    turns: int
+    """Model turns this episode plays."""
+
+
+class FloorTask(vf.Task[FloorData]):
+    pass
+
+
+class FloorConfig(vf.TasksetConfig):
+    turns: list[int] = Field(default_factory=lambda: [5] * 64)
+    """One task per entry: how many model turns its episode plays."""
+
+
+class FloorTaskset(vf.Taskset[FloorTask, FloorConfig]):
+    def load(self) -> Iterator[FloorTask]:
+        for idx, turns in enumerate(self.config.turns):
+            yield FloorTask(
+                FloorData(name=f"floor#{idx}", prompt=None, turns=turns),
+                self.config.task,
+            )
+
+
+class FloorEnvConfig(vf.EnvConfig):
+    player: vf.AgentConfig = vf.AgentConfig(runtime=vf.SubprocessConfig())
+    """The model, with this package's chat harness (as the `vf04` leg plays)."""
+
+
+class FloorEnv(vf.Env[FloorEnvConfig]):
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        data = task.data
+        assert isinstance(data, FloorData)
+        async with agents.player.interaction(task) as interaction:
+            for turn in range(1, data.turns + 1):
+                text = f"Turn {turn}: guess a five-letter word, e.g. [crane]."
+                segment = await interaction.turn([vf.UserMessage(content=text)])
+                if segment.terminated:
+                    return
+            interaction.trace.record_reward("floor_reward", 0.0)
+            interaction.trace.stop(STOP_FLOOR)
+
+
+class FloorHarness(OpenEnvChatHarness):
+    pass
+
+
+__all__ = ["FloorConfig", "FloorEnv", "FloorHarness", "FloorTaskset"]
