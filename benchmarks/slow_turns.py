@@ -2,6 +2,7 @@
 and every local launch mode.
 
     uv run python benchmarks/slow_turns.py --turn-s 600 --turns 2
+    OPENENV_V1_DOCKER=/usr/bin/docker ...   # where `docker` wants buildx for BuildKit
     uv run python benchmarks/slow_turns.py --turn-s 60 --modes base_url,shared_uv
 
 The local policy (`openenv_v1.local_policy --mode slow`) waits `--turn-s` seconds
