@@ -50,8 +50,12 @@ class OpenEnvHarnessConfig(vf.HarnessConfig):
     the harness runs in the eval process, and the runtime only holds the rollout's
     working folder."""
 
-    request_timeout_s: float = 600.0
-    """Seconds one model call may take."""
+    request_timeout_s: float | None = None
+    """Seconds one request to verifiers' interception may take; unset, no limit of
+    its own (verifiers' `--timeout.harness` bounds the rollout). With a user
+    simulator one request holds a whole text-mode episode (every model turn and env
+    step until a reply calls a tool or the episode ends), so a limit here cuts off
+    slow models, not slow envs (`step_timeout_s` bounds those)."""
     tool_call_timeout_s: float = 600.0
     """Seconds one tool call may take (the env step bounds it first, with
     `--taskset.task.user.step-timeout-s`)."""
@@ -108,7 +112,7 @@ class OpenEnvHarness(vf.Harness[OpenEnvHarnessConfig]):
                 # (~25 ms of CPU) for every rollout.
                 http_client=async_client(self.config.request_timeout_s),
             ) as client:
-                await _chat(client, ctx.model, messages, tools)
+                await _chat(client, ctx.model, messages, tools, trace)
         except openai.APIError as e:
             # As a program's failed model call: ending after a `@stop` refused the
             # next call is expected, anything else fails the rollout with this text.
@@ -121,13 +125,19 @@ async def _chat(
     model: str,
     messages: list[dict[str, Any]],
     tools: ToolServers,
+    trace: vf.Trace,
 ) -> None:
     """Model calls until a reply calls no tool; each tool call's answer is added as
-    its tool message before the next call."""
+    its tool message before the next call. Each request repeats the previous one's
+    messages exactly and adds to them (trainers that keep token ids per turn see one
+    growing sequence, one branch of the trace): what the interception added to a
+    request upstream (the user simulator's opening on the first, a reply that called
+    no tool and the simulator's answer to it) is kept as it was sent."""
     while True:
         completion = await client.chat.completions.create(
             model=model, messages=messages, tools=tools.specs or None
         )
+        messages.extend(_added_upstream(trace, len(messages)))
         message = completion.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if not message.tool_calls:
@@ -137,6 +147,26 @@ async def _chat(
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": content}
             )
+
+
+def _added_upstream(trace: vf.Trace, sent: int) -> list[dict[str, Any]]:
+    """The messages verifiers' interception added, upstream, to the harness's last
+    request of `sent` messages, in their wire form: the trace's path to the reply
+    just recorded, past the harness's own messages and before that reply (the user
+    simulator's opening, when the task has no prompt; model turns it answered itself,
+    with the simulator's user turns)."""
+    from verifiers.v1.dialects.chat import message_to_wire
+
+    if not trace.nodes:
+        return []
+    path = []
+    index: int | None = len(trace.nodes) - 1
+    while index is not None:
+        node = trace.nodes[index]
+        path.append(node.message)
+        index = node.parent
+    path.reverse()
+    return [message_to_wire(m) for m in path[sent:-1]]
 
 
 class ToolServers:

@@ -35,8 +35,11 @@ if TYPE_CHECKING:
 
 
 class OpenEnvChatHarnessConfig(vf.HarnessConfig):
-    request_timeout_s: float = 600.0
-    """Seconds one model call may take."""
+    request_timeout_s: float | None = None
+    """Seconds one model call may take; unset, no limit of its own (verifiers' own
+    clients set none; `--timeout.agent` bounds the rollout). A reasoning model may
+    think for many minutes, and a slow model is not a slow env (`step_timeout_s`
+    bounds env steps)."""
 
 
 class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
@@ -92,11 +95,20 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
             message = completion.choices[0].message
             if not message.tool_calls:
                 return  # the env answers that reply (a reminder to call a tool)
-            messages.append(message.model_dump(exclude_none=True))
+            messages.append(_as_replayed(message.model_dump()))
             for call in message.tool_calls:
                 # Calls after the episode ended are answered without a step.
                 name = call.function.name
                 messages.append(await tools.run(call.id, name, call.function.arguments))
+
+
+def _as_replayed(message: dict[str, Any]) -> dict[str, Any]:
+    """A model reply in the form verifiers renders it in when a later segment is
+    launched on the conversation so far (`message_to_wire` of the message as the
+    trace parsed it), so each request extends the previous one exactly."""
+    from verifiers.v1.dialects.chat import message_to_wire, parse_message
+
+    return message_to_wire(parse_message(message))
 
 
 __all__ = ["OpenEnvChatHarness", "OpenEnvChatHarnessConfig"]

@@ -1,0 +1,185 @@
+"""Benchmark: a real small LLM plays Wordle through this taskset and through verifiers'
+built-in `openenv` taskset, on both verifiers lines, same model and seeds.
+
+    python3 -m tests.real_llm install            # once: the model and llama-server
+    uv run python benchmarks/real_model.py [--episodes 4] [--max-turns 6]
+
+The model is SmolLM2-135M-Instruct (Q4_1) served by llama.cpp on 127.0.0.1
+(`tests/real_llm.py`), one slot, so episodes run one at a time (`-c 1`). The env is
+the local Wordle env (`envs/wordle`), launched with UV from its folder by each eval.
+Legs:
+
+- `ours`: `eval openenv-v1` (verifiers 0.2, the package's harness);
+- `upstream`: verifiers 0.2's built-in `openenv` taskset, `--harness.id null`;
+- `vf04`: `vf-eval openenv-v1` (verifiers 0.4, the package's chat harness);
+- `vf04-builtin`: verifiers 0.4's built-in `openenv` taskset (`null` harness on the
+  local runtime), with `benchmarks/vf04_builtin_shim` (it reads an attribute
+  openenv-core 0.3.0 does not have).
+
+For each: episodes solved (reward >= 1), episodes that ended with an error, model
+turns, invalid actions per turn (ours: replies the adapter refused and answered
+with feedback; the built-ins have no such notion: a reply the env refuses fails the
+rollout, one it takes is stepped as is), and seconds per turn: the model call's own
+time (from the trace) and the eval's wall time over all its turns. The 0.4 legs run
+in a second environment of this project (`.venv-vf04`, synced from `uv.lock` with
+`--extra vf04` when missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.real_llm import MODEL_NAME, installed, llama_server  # noqa: E402
+
+WORDLE_PROJECT = ROOT / "envs" / "wordle"
+WORDLE_APP = "wordle_env.server.app:app"
+VF04_VENV = ROOT / ".venv-vf04"
+
+
+@dataclass
+class Leg:
+    name: str
+    episodes: int = 0
+    solved: int = 0
+    errored: int = 0
+    turns: int = 0
+    invalid: int | None = 0
+    model_s: float = 0.0
+    wall_s: float = 0.0
+
+    def row(self) -> str:
+        invalid = (
+            "n/a"
+            if self.invalid is None
+            else f"{self.invalid / max(1, self.turns):.2f}"
+        )
+        per_model = self.model_s / max(1, self.turns)
+        per_wall = self.wall_s / max(1, self.turns)
+        return (
+            f"| {self.name} | {self.solved}/{self.episodes} | {self.errored}/{self.episodes} "
+            f"| {self.turns} | {invalid} | {per_model:.2f} | {per_wall:.2f} |"
+        )
+
+
+def config_text(taskset: str, seeds: list[int], vf04: bool) -> str:
+    resets = ", ".join(f"{{ seed = {s} }}" for s in seeds)
+    section = "env.taskset" if vf04 else "taskset"
+    kwargs = (
+        f"{section}.provider_kwargs" if vf04 else "taskset.task.user.provider_kwargs"
+    )
+    return (
+        f'[{section}]\nid = "{taskset}"\nenv = "local/wordle"\nresets = [{resets}]\n\n'
+        f'[{kwargs}]\nproject_path = "{WORDLE_PROJECT}"\napp = "{WORDLE_APP}"\n'
+    )
+
+
+def run_leg(name: str, url: str, seeds: list[int], max_turns: int) -> Leg:
+    vf04 = name.startswith("vf04")
+    builtin = name in ("upstream", "vf04-builtin")
+    cwd = Path(tempfile.mkdtemp(prefix=f"openenv-v1-real-{name}-"))
+    (cwd / "eval.toml").write_text(
+        config_text("openenv" if builtin else "openenv-v1", seeds, vf04)
+    )
+    env = {**os.environ, "LOCAL_POLICY_KEY": "local"}
+    model = ["-m", MODEL_NAME, "--client.base-url", url]
+    model += ["--client.api-key-var", "LOCAL_POLICY_KEY", "-c", "1", "--no-push"]
+    if vf04:
+        env["UV_PROJECT_ENVIRONMENT"] = str(VF04_VENV)
+        cmd = [str(VF04_VENV / "bin" / "vf-eval"), "@", "eval.toml", *model]
+        cmd += ["--env.player.max-turns", str(max_turns)]
+        if builtin:
+            cmd += ["--env.player.harness.id", "null"]
+            cmd += ["--env.player.runtime.type", "subprocess"]
+            env["PYTHONPATH"] = str(ROOT / "benchmarks" / "vf04_builtin_shim")
+        else:
+            cmd += ["--env.taskset.max-invalid-actions", str(max_turns + 1)]
+    else:
+        cmd = [str(ROOT / ".venv" / "bin" / "eval"), "@", "eval.toml", *model]
+        cmd += ["--max-turns", str(max_turns), "--no-rich"]
+        if builtin:
+            cmd += ["--harness.id", "null"]
+        else:
+            cmd += ["--taskset.task.user.max-invalid-actions", str(max_turns + 1)]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    leg = Leg(name, wall_s=time.monotonic() - started)
+    if proc.returncode != 0:
+        print(f"{name}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
+    leg.invalid = None if builtin else 0
+    for trace in read_traces(cwd, vf04):
+        leg.episodes += 1
+        leg.errored += bool(trace["errors"])
+        reward = trace["rewards"].get("openenv_reward", 0.0)
+        reward = reward["score"] if isinstance(reward, dict) else reward
+        leg.solved += (reward or 0.0) >= 1.0
+        leg.turns += sum(
+            1 for n in trace["nodes"] if n["message"]["role"] == "assistant"
+        )
+        if leg.invalid is not None:
+            leg.invalid += int(trace["metrics"].get("openenv_invalid_action_count", 0))
+        for call in trace.get("calls") or []:
+            span = call.get("time") or {}
+            if span.get("end") and span.get("start"):
+                leg.model_s += span["end"] - span["start"]
+    return leg
+
+
+def read_traces(cwd: Path, vf04: bool) -> list[dict]:
+    traces = []
+    pattern = "outputs/*/traces.jsonl" if vf04 else "outputs/*/*/traces.jsonl"
+    for path in sorted(cwd.glob(pattern)):
+        for line in path.read_text().splitlines():
+            if line:
+                record = json.loads(line)
+                traces += record["traces"] if vf04 else [record]
+    return traces
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=4)
+    parser.add_argument("--max-turns", type=int, default=6)
+    parser.add_argument("--only", default="ours,upstream,vf04,vf04-builtin")
+    parser.add_argument("--threads", type=int, default=1, help="llama-server -t")
+    args = parser.parse_args()
+    if not installed():
+        sys.exit("the model is not installed: run `python3 -m tests.real_llm install`")
+    names = args.only.split(",")
+    if any(n.startswith("vf04") for n in names) and not (VF04_VENV / "bin").is_dir():
+        subprocess.run(
+            ["uv", "sync", "--locked", "--extra", "vf04", "--no-group", "vf02"],
+            cwd=ROOT,
+            env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(VF04_VENV)},
+            check=True,
+        )
+    seeds = list(range(args.episodes))
+    legs = []
+    with llama_server(threads=args.threads) as url:
+        for name in names:
+            legs.append(run_leg(name, url, seeds, args.max_turns))
+            print(f"{name}: done in {legs[-1].wall_s:.0f} s", file=sys.stderr)
+    print(
+        f"\n{MODEL_NAME} (Q4_1, llama.cpp, 1 slot), Wordle seeds {seeds}, "
+        f"max {args.max_turns} turns, -c 1\n"
+    )
+    print(
+        "| leg | solved | errored | turns | invalid / turn | model s / turn | wall s / turn |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for leg in legs:
+        print(leg.row())
+
+
+if __name__ == "__main__":
+    main()
