@@ -121,6 +121,11 @@ async def test_model_code_reaches_nothing_has_no_capabilities_and_is_not_root(mi
             for info in docker_json("inspect", *labelled(mine))
         }
         assert len(containers) == 3
+        # Read while the containers hold them: an idle shared network is removed
+        # when any eval's reaper exits (another test's, under xdist).
+        nets = {
+            name: docker_json("network", "inspect", name) for name in (ISOLATED, EGRESS)
+        }
         by_url = {}
         for info in containers.values():
             (name, net), *_ = info["NetworkSettings"]["Networks"].items()
@@ -167,7 +172,7 @@ async def test_model_code_reaches_nothing_has_no_capabilities_and_is_not_root(mi
     assert published["HostIp"] == "127.0.0.1"
     assert egress.base_url == f"http://127.0.0.1:{published['HostPort']}"
     for name, internal in ((ISOLATED, True), (EGRESS, False)):
-        (net,) = docker_json("network", "inspect", name)
+        (net,) = nets[name]
         assert net["Internal"] is internal
         assert net["Options"]["com.docker.network.bridge.enable_icc"] == "false"
     assert labelled(mine) == []

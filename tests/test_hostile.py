@@ -122,7 +122,11 @@ def check_hostile_eval(
     assert sorted(accounts) == sorted(ALL_FAULTS)
     for fault, (account, errors, recorded) in accounts.items():
         assert recorded is None or math.isfinite(recorded), (fault, recorded)
-        assert math.isfinite(account["reward"]), (fault, account)
+        # None: unscored, the env gave no reward before the fault (env-declares.md).
+        assert account["reward"] is None or math.isfinite(account["reward"]), (
+            fault,
+            account,
+        )
         if fault in STEP_FAULTS:
             # Ended at the fault, keeping the first step's 0.5; the error names it.
             (error,) = errors
@@ -135,7 +139,7 @@ def check_hostile_eval(
         elif fault == "reset_string_observation":
             (error,) = errors
             assert error.endswith(f": {RESET_FAULT}"), error
-            assert (account["reward"], account["steps"]) == (0.0, 0)
+            assert (account["reward"], account["steps"]) == (None, 0)  # unscored
         else:
             assert errors == [], (fault, errors)
             assert (account["reward"], account["steps"]) == (2.0, 3), fault

@@ -163,7 +163,7 @@ def test_browser_like_screenshot_is_an_image_and_long_texts_are_cut(
         assert len(text) <= bound
         assert "goal: Buy a red shirt in size M." in text
         for field in ("pruned_html", "axtree_txt"):
-            assert f"chars of {field} cut]" in text
+            assert f"chars of {field} cut ...]" in text
         if not images:
             assert "screenshot: image 96x128x3, not shown" in text and shots == []
             continue

@@ -35,6 +35,11 @@ from tests.servers import (
 )
 
 VF04_PYTHON = ROOT / ".venv-vf04" / "bin" / "python"
+needs_vf04 = pytest.mark.skipif(
+    not VF04_PYTHON.exists() and not os.environ.get("CI"),
+    reason="serves an openenv-core 0.3.0 env from .venv-vf04: run "
+    "`UV_PROJECT_ENVIRONMENT=.venv-vf04 uv sync --locked --extra vf04 --no-group vf02`",
+)
 """An interpreter with openenv-core 0.3.0, whose server strips `metadata`."""
 VF02_PYTHON = ROOT / ".venv" / "bin" / "python"
 """An interpreter with openenv 0.10, whose server keeps it."""
@@ -166,7 +171,7 @@ async def test_tools_are_listed_after_reset_and_after_a_step_that_reports_them()
             assert (report.steps, report.reward, report.stop_reason) == (3, 1.0, "done")
 
 
-@pytest.mark.skipif(not VF04_PYTHON.exists(), reason="needs the .venv-vf04 env")
+@needs_vf04
 async def test_a_metadata_task_reaches_the_model_from_an_openenv_core_030_server():
     # openenv-core 0.3.0 strips `metadata` from /ws replies: the task is read from
     # the session's state, less its answer.
@@ -194,6 +199,7 @@ async def test_a_metadata_task_shows_from_metadata_on_an_openenv_010_server():
             assert TASK_QUESTION in opening and episode.task_source == "observation"
 
 
+@needs_vf04
 async def test_check_warns_when_the_task_never_reaches_the_model():
     with served("late_tools_app", VF04_PYTHON) as url:
         report = CheckReport(target={"base_url": url})

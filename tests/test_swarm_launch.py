@@ -357,8 +357,9 @@ def test_a_reaper_sweeps_services_and_networks_whose_owner_is_gone(real_swarm):
             *("--name", f"orphan-{os.getpid()}", "--no-resolve-image"),
             ensure_env_image(CODE_ENV).image,
         )
-        left = swarm_labelled(label)
-        assert (len(left["service"]), len(left["network"])) == (1, 1)
+        # No check that both still stand: under xdist another test's reaper may
+        # sweep these orphans first (any reaper sweeps every dead owner's things);
+        # either way a reaper removed them, which is what is asserted.
         sweep_orphans(docker_engine.DOCKER)
         assert swarm_labelled(label) == {"service": [], "container": [], "network": []}
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from scaling.procs import (
     WORDLE_APP,
     WORDLE_PROJECT,
     Sampler,
-    leftovers,
+    close_leg,
     wordle_servers_of_this_checkout,
 )
 from scaling.results import LegResult, check_traces, count_lines, read_jsonl
@@ -76,15 +75,7 @@ def eval_leg(
         tail = (workdir / "stderr.txt").read_text()[-600:]
         result.errors.append(f"exit {proc.returncode}: {tail}")
     result.errors += ["lost"] * (episodes - len(traces))
-    result.peak_main_mb, result.peak_servers_mb = (
-        sampler.peak_main,
-        sampler.peak_servers,
-    )
-    result.servers = len(sampler.server_pids)
-    result.series = sampler.series()
-    result.left = leftovers(before)
-    shutil.rmtree(workdir, ignore_errors=True)
-    return result
+    return close_leg(result, sampler, before, workdir)
 
 
 def run_flags(policy_url: str, level: int, episodes: int) -> list[str]:

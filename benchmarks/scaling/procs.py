@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -210,3 +211,17 @@ def leftovers(before: set[int]) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return len(left)
+
+
+def close_leg(result, sampler: Sampler, before: set[int], workdir: Path):
+    """A leg's result with what its `sampler` saw (peak memory, servers, the soak
+    series) and the servers it left (killed); its `workdir` removed."""
+    result.peak_main_mb, result.peak_servers_mb = (
+        sampler.peak_main,
+        sampler.peak_servers,
+    )
+    result.servers = len(sampler.server_pids)
+    result.series = sampler.series()
+    result.left = leftovers(before)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return result

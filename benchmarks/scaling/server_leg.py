@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -19,8 +18,8 @@ from scaling.procs import (
     WORDLE_APP,
     WORDLE_PROJECT,
     Sampler,
+    close_leg,
     free_port,
-    leftovers,
     stop_group,
     wordle_servers_of_this_checkout,
 )
@@ -78,15 +77,7 @@ def server_leg(vf04_bin: Path, policy_url: str, level: int, episodes: int):
     traces = read_jsonl([out]) if out.exists() else []
     check_traces(traces, result)
     result.errors += ["lost"] * (episodes - len(traces))
-    result.peak_main_mb, result.peak_servers_mb = (
-        sampler.peak_main,
-        sampler.peak_servers,
-    )
-    result.servers = len(sampler.server_pids)
-    result.series = sampler.series()
-    result.left = leftovers(before)
-    shutil.rmtree(workdir, ignore_errors=True)
-    return result
+    return close_leg(result, sampler, before, workdir)
 
 
 def serve(address: str, config: str) -> None:
