@@ -264,7 +264,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
         finally:
             eval_proc.send_signal(sig)
             try:
-                eval_proc.wait(30)
+                eval_proc.wait(60)
             except subprocess.TimeoutExpired:
                 eval_proc.kill()
                 raise

@@ -39,7 +39,7 @@ def test_each_hostile_frame_ends_only_its_own_episode_naming_the_fault(
         if not episode["traces"]:
             # Failed before its first turn (the reset): the episode holds the error.
             errors = [e["message"] for e in episode["errors"]]
-            accounts[fault] = ({"reward": 0.0, "steps": 0}, errors, None)
+            accounts[fault] = ({"reward": None, "steps": 0}, errors, None)
             continue
         (trace,) = episode["traces"]
         reward = trace["rewards"].get("openenv_reward")
