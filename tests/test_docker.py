@@ -35,6 +35,7 @@ from openenv_v1.core import (
     EnvFailure,
     EnvTarget,
     EpisodeLimits,
+    docker_network,
     open_env,
     open_episode,
 )
@@ -291,10 +292,14 @@ async def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(fake_docke
 
 async def test_no_docker_daemon_fails_naming_docker(fake_docker, monkeypatch):
     monkeypatch.setenv("FAKE_DOCKER_DAEMON", "down")
+    # The isolated network is looked up once per process: forget that an earlier
+    # test of this worker found it, so the first call is always the same.
+    monkeypatch.setattr(docker_network, "_ensured", set())
     async with contextlib.AsyncExitStack() as stack:
         with pytest.raises(EnvFailure, match="Cannot connect to the Docker daemon"):
             await open_env(docker_target(tag=TAG), stack)
-    assert [call[0] for call in fake_docker.calls()] == ["run", "rm"]
+    # The first call (the network's) fails: nothing is run, so nothing is left.
+    assert [call[0] for call in fake_docker.calls()] == ["network"]
 
 
 async def test_a_busy_host_port_fails_naming_the_port(fake_docker):
