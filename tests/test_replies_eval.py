@@ -24,11 +24,12 @@ def _replies(bodies: list[dict]) -> list[str]:
     ]
 
 
-def test_reasoning_replies_play_the_final_answer_and_cut_reasoning_gets_feedback(
-    wordle_url, tmp_path
-):
+def _solved_eval(mode: str, wordle_url: str, tmp_path, *flags: str):
+    """One eval of Wordle seed 1 against the local policy in `mode`, with `flags`;
+    asserts it solved the game without an error and returns its trace and the
+    policy's recorded requests file."""
     record = tmp_path / "requests.jsonl"
-    with policy_server("reasoning", record=record) as policy:
+    with policy_server(mode, record=record) as policy:
         proc, traces = run_eval(
             [
                 "openenv-v1",
@@ -36,6 +37,7 @@ def test_reasoning_replies_play_the_final_answer_and_cut_reasoning_gets_feedback
                 wordle_url,
                 "--taskset.resets",
                 '[{"seed": 1}]',
+                *flags,
                 *model_flags(policy),
             ],
             tmp_path,
@@ -44,9 +46,16 @@ def test_reasoning_replies_play_the_final_answer_and_cut_reasoning_gets_feedback
     (trace,) = traces
     assert trace["errors"] == []
     assert trace["stop_condition"] == "openenv_done"
+    assert trace["rewards"]["openenv_reward"] == 1.0
+    return trace, record
+
+
+def test_reasoning_replies_play_the_final_answer_and_cut_reasoning_gets_feedback(
+    wordle_url, tmp_path
+):
+    trace, record = _solved_eval("reasoning", wordle_url, tmp_path)
     # Solved: every guess played was a final answer, never the `[fuzzy]` of the
     # reasoning (which the env's own parser would not take for the solver's word).
-    assert trace["rewards"]["openenv_reward"] == 1.0
     said = _user_texts(recorded_requests(record))
     # `[fuzzy]` is in each reply's reasoning and in its `reasoning_content`.
     assert not any("You submitted [fuzzy]" in text for text in said)
@@ -63,26 +72,9 @@ def test_reasoning_replies_play_the_final_answer_and_cut_reasoning_gets_feedback
 
 
 def test_native_tool_call_written_as_text_is_stepped_as_that_call(wordle_url, tmp_path):
-    record = tmp_path / "requests.jsonl"
-    with policy_server("tool-call-text", record=record) as policy:
-        proc, traces = run_eval(
-            [
-                "openenv-v1",
-                "--taskset.base-url",
-                wordle_url,
-                "--taskset.resets",
-                '[{"seed": 1}]',
-                "--taskset.tool-calls",
-                "native",
-                *model_flags(policy),
-            ],
-            tmp_path,
-        )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (trace,) = traces
-    assert trace["errors"] == []
-    assert trace["stop_condition"] == "openenv_done"
-    assert trace["rewards"]["openenv_reward"] == 1.0
+    trace, record = _solved_eval(
+        "tool-call-text", wordle_url, tmp_path, "--taskset.tool-calls", "native"
+    )
     assert trace["metrics"]["openenv_invalid_action_count"] == 0
     bodies = recorded_requests(record)
     assert all(not m.get("tool_calls") for m in bodies[-1]["messages"])
