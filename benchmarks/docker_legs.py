@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from openenv_v1.core.docker_image import docker_cli, ensure_env_image  # noqa: E402
-from openenv_v1.core.docker_launch import DockerLaunch, DockerOptions  # noqa: E402
-from openenv_v1.core.docker_reaper import RUN_LABEL  # noqa: E402
+from openenv_v1.core.launch.docker.container import DockerLaunch, DockerOptions  # noqa: E402
+from openenv_v1.core.launch.docker.image import docker_cli, ensure_env_image  # noqa: E402
+from openenv_v1.core.launch.docker.reaper import RUN_LABEL  # noqa: E402
 
 WORDLE_DOCKERFILE = """\
 ARG BASE_IMAGE=ghcr.io/meta-pytorch/openenv-base:latest

@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from openenv_v1.core.launch.uv import CACHE_DIR_VAR, SupervisedUVProvider  # noqa: E402
 from openenv_v1.core.light_import import without_gradio  # noqa: E402
-from openenv_v1.core.uv_launch import CACHE_DIR_VAR, SupervisedUVProvider  # noqa: E402
 
 with without_gradio():
     from openenv.core.containers.runtime.uv_provider import UVProvider

@@ -4,7 +4,7 @@ Each rollout still pays everything verifiers itself costs (its per-rollout user
 process, the harness, the model calls, CLI start-up), but no env server, no OpenEnv
 client and no reset or step: five canned turns, then done. No adapter can be faster,
 so `benchmarks/run.py` measures the others against it. Its simulator starts as ours
-does, without the packages a simulator never uses (`openenv_v1.vf02.light_verifiers`).
+does, without the packages a simulator never uses (`openenv_v1.vf02.simulator.light_verifiers`).
 
     PYTHONPATH=benchmarks uv run eval openenv-v1-floor -n 6 -c 6 ...
 """
@@ -12,7 +12,7 @@ does, without the packages a simulator never uses (`openenv_v1.vf02.light_verifi
 from __future__ import annotations
 
 if __name__ == "__main__":
-    from openenv_v1.vf02.light_verifiers import hide_unused_modules
+    from openenv_v1.vf02.simulator.light_verifiers import hide_unused_modules
 
     hide_unused_modules()
 

@@ -78,7 +78,7 @@ def browser_observation(step: int) -> dict:
 def turn_cost(observations: list[dict]) -> tuple[float, int, int]:
     """Median ms per step of everything the user does with one observation after the
     client returns it, the median PNG size, and the text length."""
-    from openenv_v1.core.turns import TurnRenderer
+    from openenv_v1.core.episode.turns import TurnRenderer
 
     turns = TurnRenderer()
     times, sizes = [], []

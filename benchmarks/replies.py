@@ -50,8 +50,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from openenv_v1.core.actions import InvalidAction, parse_action  # noqa: E402
-from openenv_v1.core.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool  # noqa: E402
+from openenv_v1.core.episode.actions import InvalidAction, parse_action  # noqa: E402
+from openenv_v1.core.episode.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool  # noqa: E402
 
 WORDLE = ActionSpec(
     {

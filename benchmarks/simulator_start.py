@@ -15,9 +15,9 @@ local Wordle server, and measures the simulator process itself:
   verifiers' own client, which must return the Wordle opening.
 
 Three ways, in one run: `fork` (as shipped: a fork of the taskset's fork server,
-`openenv_v1.vf02.simulator_forks`; the figures are the launcher's and its fork's
+`openenv_v1.vf02.simulator.forks`; the figures are the launcher's and its fork's
 together, and the fork server's one-time cost is shown apart), `light` (a fresh
-interpreter, where `openenv_v1.vf02.light_verifiers` hides anthropic, math_verify
+interpreter, where `openenv_v1.vf02.simulator.light_verifiers` hides anthropic, math_verify
 and fastmcp) and `full` (`OPENENV_V1_FULL_IMPORT=1`, every module imported). Timings
 are medians; they are inflated on a busy machine.
 """
@@ -144,7 +144,7 @@ def start_simulator(
     from verifiers.v1.mcp.launch import user_respond
 
     from openenv_v1.vf02.config import OpenEnvUserConfig
-    from openenv_v1.vf02.light_verifiers import FULL_IMPORT_VAR
+    from openenv_v1.vf02.simulator.light_verifiers import FULL_IMPORT_VAR
     from openenv_v1.vf02.user import OpenEnvData
 
     task = OpenEnvData(
@@ -289,7 +289,7 @@ def measure_starts(
     """The three ways (`fork`, as shipped; `light`, a fresh interpreter without the
     unused packages; `full`), `repeats` starts each, and the fork server's one-time
     cost."""
-    from openenv_v1.vf02.simulator_forks import SimulatorForks
+    from openenv_v1.vf02.simulator.forks import SimulatorForks
 
     forks = SimulatorForks.start()
     try:

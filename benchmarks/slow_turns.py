@@ -136,7 +136,7 @@ def main() -> None:
     if "docker" in modes:
         from docker_legs import wordle_image_folder
 
-        from openenv_v1.core.docker_image import ensure_env_image
+        from openenv_v1.core.launch.docker.image import ensure_env_image
 
         docker_folder = wordle_image_folder(
             Path(tempfile.mkdtemp(prefix="openenv-v1-slow-"))

@@ -8,7 +8,7 @@ import os
 import secrets
 from pathlib import Path
 
-from openenv_v1.core.server_env import passed_names, user_uv_cache_dir
+from openenv_v1.core.launch.server_env import passed_names, user_uv_cache_dir
 from tests.servers import TEST_ENVS
 
 SNOOP_PROJECT = TEST_ENVS / "snoop_env"
@@ -68,7 +68,25 @@ def assert_saw_only_what_it_was_given(report: dict, planted: str) -> None:
     assert report["channels"] == 0 and report["tampered"] == []
     # What it could read are env servers (its own `uv run`, other rollouts' servers,
     # which hold what it holds), never one of the eval's own processes (the eval,
-    # simulators, their fork server, tool servers).
+    # simulators, their fork server, tool servers). The one exception is verifiers'
+    # own tool-server readiness probe, alive for a second or more under load: it
+    # holds the eval's environment minus `*API_KEY*` names (docs/security.md says
+    # so); `found` above proves nothing secret was in it.
     for cmd in report["readable"]:
-        assert "uvicorn server.app:app" in cmd, report["readable"]
+        assert "uvicorn server.app:app" in cmd or _is_verifiers_probe(cmd), report[
+            "readable"
+        ]
     assert planted not in json.dumps(report)
+
+
+def _is_verifiers_probe(cmdline: str) -> bool:
+    """verifiers 0.2's wait for a tool server (`verifiers.v1.mcp.launch._PROBE`): a
+    `python3 -c` loop of `urlopen` on the server's loopback `/mcp` URL."""
+    words = cmdline.split()
+    return (
+        cmdline.startswith("python3 -c ")
+        and "urllib.request.urlopen(sys.argv[1], timeout=2)" in cmdline
+        and bool(words)
+        and words[-1].startswith("http://127.0.0.1:")
+        and words[-1].endswith("/mcp")
+    )

@@ -17,7 +17,7 @@ process) covers those two ends:
   the SIGTERM as it would have.
 
 What the children spawn themselves is theirs to stop: the `openenv-v1` and `eval`
-commands give their own children a parent-death signal (openenv_v1.core.process_group).
+commands give their own children a parent-death signal (openenv_v1.core.launch.process_group).
 Under pytest-xdist each worker is such a pytest process, and dies with the controller.
 """
 

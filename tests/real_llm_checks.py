@@ -84,7 +84,7 @@ def assert_episodes_ended_cleanly(traces: list[dict[str, Any]], count: int) -> N
 
 def invalid_feedback_turns(trace: dict[str, Any]) -> int:
     """User (or tool) turns of the trace that answer an invalid reply: they say it
-    was an invalid action and how many more end the episode (`core/render.py`)."""
+    was an invalid action and how many more end the episode (`core/episode/render.py`)."""
     turns = 0
     for node in trace["nodes"]:
         message = node["message"]

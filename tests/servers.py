@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_v1.core.uv_launch import prepared_env_dir
+from openenv_v1.core.launch.uv import prepared_env_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
@@ -264,7 +264,7 @@ def user_simulators() -> list[tuple[int, str]]:
     forks (which keep the fork server's command line)."""
     return processes_matching(
         f"{BIN}/python", "-m openenv_v1.vf02.user"
-    ) + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator_forks")
+    ) + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator.forks")
 
 
 def tool_servers() -> list[tuple[int, str]]:

@@ -8,13 +8,18 @@ import pytest
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
 from pydantic import Field, TypeAdapter
 
-from openenv_v1.core.actions import (
+from openenv_v1.core.episode.actions import (
     InvalidAction,
     call_to_action,
     parse_action,
     text_tool_call,
 )
-from openenv_v1.core.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool, is_mcp_action
+from openenv_v1.core.episode.schema import (
+    CALL_TOOL_SCHEMA,
+    ActionSpec,
+    Tool,
+    is_mcp_action,
+)
 
 WORDLE = ActionSpec(
     schema={

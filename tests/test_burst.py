@@ -10,7 +10,7 @@ import contextlib
 import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.wordle_solver import _words
 from tests.servers import WORDLE_APP, WORDLE_PROJECT, wordle_uv_servers
 

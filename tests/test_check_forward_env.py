@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from openenv_v1.core.server_env import HOME_VAR, user_uv_cache_dir
+from openenv_v1.core.launch.server_env import HOME_VAR, user_uv_cache_dir
 from tests.isolation import SNOOP_APP, SNOOP_COMMAND, SNOOP_PROJECT, read_reports
 from tests.servers import BIN
 

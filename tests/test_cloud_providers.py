@@ -21,13 +21,13 @@ import pytest
 
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 from openenv_v1.core import EnvFailure, EnvTarget
-from openenv_v1.core.cloud_launch import (
+from openenv_v1.core.launch.cloud import (
     CLOUD_PROVIDERS,
     cloud_launch_plan,
     preflight,
     provider_class,
 )
-from openenv_v1.core.launchers import check_launcher
+from openenv_v1.core.launch.plan import check_launcher
 from tests.cloud import (
     SECRET_NAME,
     STANDINS,

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
-from openenv_v1.core.docker_launch import DockerOptions, docker_options
-from openenv_v1.core.episode import EpisodeLimits, open_episode
-from openenv_v1.core.launch import EnvTarget
+from openenv_v1.core.episode.env_episode import EpisodeLimits, open_episode
+from openenv_v1.core.launch.docker.container import DockerOptions, docker_options
+from openenv_v1.core.launch.swarm import swarm_options
+from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.manifest import read_manifest
-from openenv_v1.core.swarm_launch import swarm_options
 from tests.servers import (
     BIN,
     TEST_ENVS,
@@ -331,7 +331,7 @@ async def test_a_docker_launch_of_an_env_folder_takes_its_declared_limits(
     """The container of a Docker launch from a folder whose openenv.yaml declares
     resources runs with those cpus and memory (on the engine)."""
     from openenv_v1.core import open_env
-    from openenv_v1.core.docker_reaper import OWNER_LABEL, owner_token
+    from openenv_v1.core.launch.docker.reaper import OWNER_LABEL, owner_token
     from tests.real_docker import CODE_ENV, docker_json, labelled, remove_labelled
 
     project = tmp_path / "code_env"

@@ -35,11 +35,11 @@ from openenv_v1.core import (
     EnvFailure,
     EnvTarget,
     EpisodeLimits,
-    docker_network,
     open_env,
     open_episode,
 )
-from openenv_v1.core.docker_reaper import owner_labels
+from openenv_v1.core.launch.docker import network as docker_network
+from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_wordle_v1 import WORDLE_APP as SPACE_APP
 from tests.servers import BIN, WORDLE_APP, free_port, processes_matching
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from openenv_v1.core.docker_context import build_context
-from openenv_v1.core.docker_image import build_args_of, ensure_env_image
-from openenv_v1.core.docker_launch import DockerLaunch, DockerOptions
+from openenv_v1.core.launch.docker.container import DockerLaunch, DockerOptions
+from openenv_v1.core.launch.docker.context import build_context
+from openenv_v1.core.launch.docker.image import build_args_of, ensure_env_image
 from tests import docker_engine
 
 BASE = "ghcr.io/meta-pytorch/openenv-base:latest"

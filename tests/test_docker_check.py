@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_v1.core.docker_reaper import RUN_LABEL
+from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests import docker_engine
 from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
 

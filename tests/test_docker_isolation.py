@@ -20,10 +20,10 @@ import socket
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, open_env
-from openenv_v1.core.docker_image import ensure_env_image
-from openenv_v1.core.docker_launch import DockerLaunch, DockerOptions
-from openenv_v1.core.docker_network import EGRESS, ISOLATED
-from openenv_v1.core.docker_reaper import OWNER_LABEL, owner_token
+from openenv_v1.core.launch.docker.container import DockerLaunch, DockerOptions
+from openenv_v1.core.launch.docker.image import ensure_env_image
+from openenv_v1.core.launch.docker.network import EGRESS, ISOLATED
+from openenv_v1.core.launch.docker.reaper import OWNER_LABEL, owner_token
 from tests.real_docker import CODE_ENV, docker_json, labelled, remove_labelled
 
 ENV = "test/code_env"
@@ -198,7 +198,9 @@ async def test_an_image_that_needs_root_runs_as_root_saying_so_unless_told_not_t
         provider = DockerLaunch(
             env="test/root_only", options=DockerOptions(image=built.image)
         )
-        with caplog.at_level(logging.WARNING, "openenv_v1.core.docker_launch"):
+        with caplog.at_level(
+            logging.WARNING, "openenv_v1.core.launch.docker.container"
+        ):
             try:
                 provider.start()
                 url = provider.wait_for_ready()

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, open_env
-from openenv_v1.core.docker_image import ensure_env_image
-from openenv_v1.core.docker_reaper import OWNER_LABEL, RUN_LABEL, owner_token
-from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.launch.docker.image import ensure_env_image
+from openenv_v1.core.launch.docker.reaper import OWNER_LABEL, RUN_LABEL, owner_token
+from openenv_v1.core.launch.pool import ServerPool
 from tests.real_docker import (
     CODE_ENV,
     docker_json,

@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core import EnvFailure
-from openenv_v1.core.docker_image import (
+from openenv_v1.core.launch.docker.image import (
     build_failure,
     build_lock,
     build_lock_dir,
     ensure_env_image,
 )
-from openenv_v1.core.docker_reaper import (
+from openenv_v1.core.launch.docker.reaper import (
     MANAGED_LABEL,
     OWNER_LABEL,
     RUN_LABEL,
@@ -56,7 +56,7 @@ def token_from_another_pid_namespace() -> str:
             "--mount-proc",
             sys.executable,
             "-c",
-            "from openenv_v1.core.docker_reaper import owner_token; print(owner_token())",
+            "from openenv_v1.core.launch.docker.reaper import owner_token; print(owner_token())",
         ],
         capture_output=True,
         text=True,
@@ -75,7 +75,7 @@ def test_an_owner_in_another_pid_namespace_counts_as_alive():
     assert owner_alive(foreign)  # pid 1 here is init, started at another time
     # In this namespace a pid that does not run is dead, and this process alive.
     assert not owner_alive(f"{host_prefix()}/{pid_namespace()}/999999999/1")
-    from openenv_v1.core.docker_reaper import owner_token
+    from openenv_v1.core.launch.docker.reaper import owner_token
 
     assert owner_alive(owner_token())
 

@@ -7,7 +7,7 @@ import pytest
 from openenv import GenericEnvClient
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.schema import fetch_action_spec
+from openenv_v1.core.episode.schema import fetch_action_spec
 from openenv_v1.wordle_solver import next_guess
 
 

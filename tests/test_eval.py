@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from openenv_v1.core.uv_launch import uv_bin_dir
+from openenv_v1.core.launch.uv import uv_bin_dir
 from tests.servers import (
     NULL_HARNESS,
     ROOT,

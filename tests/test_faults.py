@@ -74,11 +74,11 @@ from openenv_v1.core import (
     EnvTarget,
     EpisodeLimits,
     open_episode,
-    uv_launch,
 )
-from openenv_v1.core import episode as episode_module
-from openenv_v1.core.launch import open_env
-from openenv_v1.core.schema import read_reset_params
+from openenv_v1.core.episode import env_episode as episode_module
+from openenv_v1.core.episode.schema import read_reset_params
+from openenv_v1.core.launch import uv as uv_launch
+from openenv_v1.core.launch.target import open_env
 from tests.servers import (
     TEST_ENVS,
     WORDLE_PROJECT,
@@ -559,7 +559,7 @@ def test_reset_params_are_read_once_then_looked_at_again_after_a_while(
 ):
     """Each episode asks; the folder's files are walked again only after
     `RESET_PARAMS_RECHECK_S`, and an edit is then seen."""
-    from openenv_v1.core import schema
+    from openenv_v1.core.episode import schema
 
     source = tmp_path / "env.py"
     env = "from openenv.core.env_server import Environment\n\nclass Env(Environment):\n"

@@ -27,7 +27,7 @@ import pytest
 from PIL import Image
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_TURN
+from openenv_v1.core.episode.images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_TURN
 from tests.servers import (
     TEST_ENVS,
     WORDLE_PROJECT,

@@ -1,5 +1,5 @@
 """The verifiers 0.2 user simulator starts without the packages it never uses
-(`openenv_v1.vf02.light_verifiers`), still plays, and fails loudly if one is used.
+(`openenv_v1.vf02.simulator.light_verifiers`), still plays, and fails loudly if one is used.
 
 The end-to-end evals (tests/test_eval.py, test_native.py, test_image_evals.py, the
 `eval --server` one) all run through this lightened simulator as well."""
@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 from benchmarks.simulator_start import start_simulator
-from openenv_v1.vf02.light_verifiers import FULL_IMPORT_VAR
+from openenv_v1.vf02.simulator.light_verifiers import FULL_IMPORT_VAR
 
 
 def test_the_simulator_starts_without_unused_packages_and_still_plays(wordle_url):
@@ -41,7 +41,7 @@ def test_a_hidden_package_fails_loudly_when_it_is_used():
     done = run_isolated(
         """
         import sys
-        from openenv_v1.vf02.light_verifiers import (
+        from openenv_v1.vf02.simulator.light_verifiers import (
             UnusedModuleError, hide_unused_modules, is_placeholder,
         )
 
@@ -80,7 +80,7 @@ def test_a_hidden_package_fails_loudly_when_it_is_used():
 def test_full_import_turns_the_cut_off():
     done = run_isolated(
         """
-        from openenv_v1.vf02.light_verifiers import hide_unused_modules, is_placeholder
+        from openenv_v1.vf02.simulator.light_verifiers import hide_unused_modules, is_placeholder
 
         assert hide_unused_modules() == []
         import anthropic

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
+from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.local_http import LocalEndpoint, parse_address
-from openenv_v1.core.pool import ServerPool
-from openenv_v1.vf02.simulator_forks import SimulatorForks
+from openenv_v1.vf02.simulator.forks import SimulatorForks
 from tests.servers import wait_until
 from tests.test_native import native_task
 from tests.test_pool import wordle_target

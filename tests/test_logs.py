@@ -37,7 +37,7 @@ def test_records_reach_verifiers_handlers_and_root_once_each(verifiers_handler, 
     route_to_verifiers()
     route_to_verifiers()
     caplog.set_level(logging.DEBUG)
-    log = logging.getLogger("openenv_v1.core.pool")
+    log = logging.getLogger("openenv_v1.core.launch.pool")
     log.info("server up")
     log.debug("too fine for verifiers' INFO")
     assert verifiers_handler.messages == ["server up"]

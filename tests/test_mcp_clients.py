@@ -1,5 +1,5 @@
 """The eval's MCP clients (one per verifiers 0.2 user turn) share the process's TLS
-context, and are otherwise mcp's own (`openenv_v1.vf02.mcp_clients`)."""
+context, and are otherwise mcp's own (`openenv_v1.vf02.simulator.mcp_clients`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import mcp.client.streamable_http as streamable_http
 from mcp.shared._httpx_utils import create_mcp_http_client as mcps_own
 
 from openenv_v1.core.http_client import shared_tls
-from openenv_v1.vf02.mcp_clients import share_tls_context
+from openenv_v1.vf02.simulator.mcp_clients import share_tls_context
 
 
 def _tls_of(client: httpx.AsyncClient):

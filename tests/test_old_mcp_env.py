@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from openenv_v1.core.launch import EnvTarget, uv_launch_plan
-from openenv_v1.core.mcp_route import locked_core_version, needs_session_rpc
-from openenv_v1.core.uv_launch import prepared_env_dir
+from openenv_v1.core.episode.mcp_route import locked_core_version, needs_session_rpc
+from openenv_v1.core.launch.target import EnvTarget, uv_launch_plan
+from openenv_v1.core.launch.uv import prepared_env_dir
 from tests.servers import recorded_requests
 from tests.test_layouts import (
     LAYOUTS,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
+from openenv_v1.core.launch.uv import SupervisedUVProvider
 from openenv_v1.core.openenv_lines import (
     GIT_URL_PREFIX,
     GenericEnvClient,
@@ -18,7 +19,6 @@ from openenv_v1.core.openenv_lines import (
     clone_git_project,
     hf_space_subdomain,
 )
-from openenv_v1.core.uv_launch import SupervisedUVProvider
 from tests.servers import WORDLE_APP, WORDLE_PROJECT
 
 

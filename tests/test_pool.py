@@ -12,8 +12,8 @@ import time
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.pool import ServerPool
-from openenv_v1.core.uv_launch import CACHE_DIR_VAR
+from openenv_v1.core.launch.pool import ServerPool
+from openenv_v1.core.launch.uv import CACHE_DIR_VAR
 from tests.servers import (
     TEST_ENVS,
     WORDLE_APP,
@@ -233,7 +233,7 @@ async def test_a_leased_session_is_kept_when_its_env_errs_on_state_or_builds_slo
 
 def test_a_launch_cancelled_by_closing_the_pool_is_not_logged_as_an_error(caplog):
     target = wordle_target("slow_start:app", PYTHONPATH=str(TEST_ENVS))
-    caplog.set_level("INFO", logger="openenv_v1.core.pool")
+    caplog.set_level("INFO", logger="openenv_v1.core.launch.pool")
     with pool_of(target) as (pool, _):
         waiter = threading.Thread(target=_lease_quietly, args=(pool,), daemon=True)
         waiter.start()
@@ -245,7 +245,7 @@ def test_a_launch_cancelled_by_closing_the_pool_is_not_logged_as_an_error(caplog
         return [
             r
             for r in caplog.records
-            if r.name == "openenv_v1.core.pool"
+            if r.name == "openenv_v1.core.launch.pool"
             and (r.levelname == "ERROR" or "cancelled" in r.getMessage())
         ]
 

@@ -9,7 +9,7 @@ import signal
 import time
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.pool import HEALTH_PROBES, ServerPool
+from openenv_v1.core.launch.pool import HEALTH_PROBES, ServerPool
 from tests.servers import wordle_uvicorns
 from tests.test_pool import wordle_target
 

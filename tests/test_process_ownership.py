@@ -14,7 +14,7 @@ import time
 import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.pool import ServerPool
+from openenv_v1.core.launch.pool import ServerPool
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 from openenv_v1.cli import PROVIDER_CHOICES, build_parser
 from openenv_v1.core import EnvFailure, EnvTarget
-from openenv_v1.core.docker_launch import DockerLaunch
-from openenv_v1.core.launchers import (
+from openenv_v1.core.launch.docker.container import DockerLaunch
+from openenv_v1.core.launch.plan import (
     PROVIDERS,
     Launcher,
     ProviderName,
@@ -21,7 +21,7 @@ from openenv_v1.core.launchers import (
     launch_failure,
     launch_plan,
 )
-from openenv_v1.core.uv_launch import SupervisedUVProvider
+from openenv_v1.core.launch.uv import SupervisedUVProvider
 from tests.servers import WORDLE_PROJECT
 
 

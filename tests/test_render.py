@@ -6,7 +6,7 @@ import json
 import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.render import (
+from openenv_v1.core.episode.render import (
     MAX_TOOL_LIST_CHARS,
     ObservationRenderer,
     metadata_shown,
@@ -15,7 +15,7 @@ from openenv_v1.core.render import (
     render_observation,
     render_opening,
 )
-from openenv_v1.core.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool
+from openenv_v1.core.episode.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool
 
 SPEC = ActionSpec(
     {

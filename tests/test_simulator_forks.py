@@ -1,5 +1,5 @@
 """verifiers 0.2 user simulators started as forks of the taskset's fork server
-(`openenv_v1.vf02.simulator_forks`): they play, and no fork outlives its launcher
+(`openenv_v1.vf02.simulator.forks`): they play, and no fork outlives its launcher
 (SIGTERM or SIGKILL), its fork server's owner, or `close()`.
 
 Each simulator here is started as verifiers starts it (`python -m
@@ -25,9 +25,9 @@ import pytest
 from verifiers.v1.mcp.launch import user_respond
 
 from benchmarks.simulator_start import rollout_channel
-from openenv_v1.core.process_group import process_running
+from openenv_v1.core.launch.process_group import process_running
 from openenv_v1.vf02.config import OpenEnvUserConfig
-from openenv_v1.vf02.simulator_forks import OWNER_VAR, STOP_GRACE_S, SimulatorForks
+from openenv_v1.vf02.simulator.forks import OWNER_VAR, STOP_GRACE_S, SimulatorForks
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import wait_until
 
@@ -169,7 +169,7 @@ def test_close_ends_the_fork_server_and_its_forks(wordle_url, tmp_path):
 
 OWNER = """
     import sys, time
-    from openenv_v1.vf02.simulator_forks import SimulatorForks
+    from openenv_v1.vf02.simulator.forks import SimulatorForks
     forks = SimulatorForks.start()
     print(forks.socket_path, forks._proc.pid, forks.token, flush=True)
     time.sleep(600)
@@ -207,7 +207,7 @@ def test_a_fork_server_whose_owner_died_before_it_started_never_serves(tmp_path)
     gone.wait()
     socket_path = tmp_path / "forks.sock"
     server = subprocess.run(
-        [sys.executable, "-m", "openenv_v1.vf02.simulator_forks"]
+        [sys.executable, "-m", "openenv_v1.vf02.simulator.forks"]
         + [str(socket_path), str(gone.pid)],
         capture_output=True,
         text=True,

@@ -80,7 +80,7 @@ async def test_a_slot_is_held_until_the_ended_rollouts_simulator_has_exited():
     import asyncio
     from dataclasses import dataclass, field
 
-    from openenv_v1.vf02.simulator_slots import SimulatorSlots
+    from openenv_v1.vf02.simulator.slots import SimulatorSlots
 
     @dataclass
     class State:

@@ -10,7 +10,7 @@ import os
 import subprocess
 import time
 
-from openenv_v1.core.docker_reaper import RUN_LABEL
+from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests.real_docker import (
     CODE_ENV,
     labelled_eval,

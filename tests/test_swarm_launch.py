@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, open_env
-from openenv_v1.core.docker_image import EnvImage, ensure_env_image
-from openenv_v1.core.docker_reaper import (
+from openenv_v1.core.launch.docker.image import EnvImage, ensure_env_image
+from openenv_v1.core.launch.docker.reaper import (
     MANAGED_LABEL,
     OWNER_LABEL,
     RUN_LABEL,
@@ -32,8 +32,8 @@ from openenv_v1.core.docker_reaper import (
     pid_namespace,
     sweep_orphans,
 )
-from openenv_v1.core.pool import ServerPool
-from openenv_v1.core.swarm_launch import (
+from openenv_v1.core.launch.pool import ServerPool
+from openenv_v1.core.launch.swarm import (
     SwarmOptions,
     SwarmService,
     swarm_launch_plan,

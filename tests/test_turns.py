@@ -6,9 +6,9 @@ import json
 
 from PIL import Image
 
-from openenv_v1.core.images import find_images
-from openenv_v1.core.schema import ActionSpec
-from openenv_v1.core.turns import TurnRenderer
+from openenv_v1.core.episode.images import find_images
+from openenv_v1.core.episode.schema import ActionSpec
+from openenv_v1.core.episode.turns import TurnRenderer
 
 SPEC = ActionSpec(
     {

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.uv_launch import CACHE_DIR_VAR, SupervisedUVProvider
+from openenv_v1.core.launch.uv import CACHE_DIR_VAR, SupervisedUVProvider
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
@@ -118,7 +118,7 @@ def test_a_picked_port_taken_before_the_server_binds_it_moves_to_another(
     process takes it first, the server is relaunched on another port and the URL
     the launch returns is the one it serves at. A port the caller gave is not
     moved: the failure names it."""
-    from openenv_v1.core import uv_launch
+    from openenv_v1.core.launch import uv as uv_launch
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

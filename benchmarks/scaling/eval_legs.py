@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from openenv_v1.core.process_group import die_with_owner
+from openenv_v1.core.launch.process_group import die_with_owner
 from scaling.procs import (
     ROOT,
     WORDLE_APP,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_v1.core.process_group import die_with_owner
+from openenv_v1.core.launch.process_group import die_with_owner
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"

@@ -27,7 +27,7 @@ def raw_leg(
     (the solver guesses, in process, for a seed with none), back to back. Paced
     (`raw-paced`, with `policy_url`): asking the same local policy for every move
     over HTTP, as an eval does, so the servers see an eval's rhythm of steps."""
-    from openenv_v1.core.uv_launch import SupervisedUVProvider
+    from openenv_v1.core.launch.uv import SupervisedUVProvider
     from openenv_v1.wordle_solver import next_guess
 
     providers = []

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
 
-# `openenv_v1.core.launchers.ProviderName`, spelled out here so that `--help` does not
+# `openenv_v1.core.launch.plan.ProviderName`, spelled out here so that `--help` does not
 # import openenv (a test checks the two agree).
 PROVIDER_CHOICES = (
     "uv",
@@ -35,7 +35,7 @@ PROVIDER_CHOICES = (
 )
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch import EnvTarget
+    from openenv_v1.core.launch.target import EnvTarget
 
 
 def _json_object(flag: str):
@@ -261,7 +261,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _target(args: argparse.Namespace) -> EnvTarget:
     """The `EnvTarget` a rollout with these settings would use."""
-    from openenv_v1.core.launch import EnvTarget
+    from openenv_v1.core.launch.target import EnvTarget
 
     if args.base_url and args.use_docker:
         _usage_error(

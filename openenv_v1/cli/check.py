@@ -54,8 +54,22 @@ from typing import Any
 import httpx
 
 from openenv_v1.cli.hints import hint_for
-from openenv_v1.core.actions import InvalidAction, parse_action
-from openenv_v1.core.episode import env_source_dir
+from openenv_v1.core.episode.actions import InvalidAction, parse_action
+from openenv_v1.core.episode.env_episode import env_source_dir
+from openenv_v1.core.episode.images import find_images
+from openenv_v1.core.episode.mcp_route import (
+    SessionRpcClient,
+    locked_core_version,
+    route_mcp_steps,
+)
+from openenv_v1.core.episode.render import shows_nothing, task_from_state
+from openenv_v1.core.episode.schema import (
+    ActionSpec,
+    fetch_action_spec,
+    read_reset_params,
+    relist_tools,
+)
+from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -64,24 +78,10 @@ from openenv_v1.core.errors import (
     server_error_details,
     server_error_message,
 )
-from openenv_v1.core.images import find_images
-from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.launchers import launcher_label
+from openenv_v1.core.launch.plan import launcher_label
+from openenv_v1.core.launch.target import EnvTarget, http_base, open_env
 from openenv_v1.core.manifest import ManifestError, read_manifest
-from openenv_v1.core.mcp_route import (
-    SessionRpcClient,
-    locked_core_version,
-    route_mcp_steps,
-)
-from openenv_v1.core.render import shows_nothing, task_from_state
-from openenv_v1.core.schema import (
-    ActionSpec,
-    fetch_action_spec,
-    read_reset_params,
-    relist_tools,
-)
 from openenv_v1.core.tasks import read_task_api
-from openenv_v1.core.turns import Turn, TurnRenderer
 
 _CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
 # How long a fresh session retries a server still counting a session just closed.
@@ -161,8 +161,8 @@ class CheckReport:
         launch's image, build and container (`DockerLaunch`); other launchers (Swarm,
         cloud sandboxes) report nothing more."""
         self.launched = provider
-        from openenv_v1.core.docker_launch import DockerLaunch
-        from openenv_v1.core.uv_launch import SupervisedUVProvider
+        from openenv_v1.core.launch.docker.container import DockerLaunch
+        from openenv_v1.core.launch.uv import SupervisedUVProvider
 
         if isinstance(provider, DockerLaunch):
             self.docker = docker_summary(provider)

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from openenv_v1.cli.check import CheckReport
-from openenv_v1.core.mcp_route import RPC_ROUTE_NOTE
-from openenv_v1.core.render import metadata_shown
+from openenv_v1.core.episode.mcp_route import RPC_ROUTE_NOTE
+from openenv_v1.core.episode.render import metadata_shown
 
 _WIDTH = 12
 _OBSERVATION_CHARS = 400

@@ -19,7 +19,7 @@ from typing import IO
 
 import httpx
 
-from openenv_v1.core.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.process_group import die_with_owner, signal_group
 
 
 class OwnedProcess:

@@ -1,32 +1,26 @@
-"""The OpenEnv-facing core: launch or connect, read the action schema, reset, step.
+"""The OpenEnv-facing core, in two wings: where an env server runs, and what one
+episode does against it.
 
-Nothing here imports verifiers; `openenv_v1.vf02.user` binds it to a verifiers user simulator.
-The flow of one episode, one module each:
+Nothing here imports verifiers; `openenv_v1.vf02` and `openenv_v1.vf04` bind it.
 
-    launch.py      open_env: a shared server's session, a UV / Docker launch of one's
-                   own, or a base_url connection, all owned by a stack
-    pool.py        ServerPool: servers launched once and leased by many rollouts
-    launchers.py   launch_plan: the launcher of a target (UV, Docker, or `provider`)
-    uv_launch.py   the UV provider extension that owns its process tree
-    docker_launch.py  the Docker provider extension: loopback, limits, labels
-    docker_image.py   the image a Docker launch runs (built from the env's folder)
-    swarm_launch.py   the Swarm provider extension: a service's tasks as servers
-    docker_reaper.py  no container, service or network outlives its owner
-    cloud_launch.py   OpenEnv's cloud sandbox providers (Daytona, Modal, ACA, HF,
-                   Novita) behind the launcher face
-    process_group.py  a process group and a parent-death signal per child
-    light_import.py   OpenEnv's client imported without gradio
-    mcp_route.py   an MCP env's steps as the session's JSON-RPC, for openenv-core 0.2.2
-                   servers (which deadlock on them)
-    schema.py      ActionSpec: the live action schema and, for MCP envs, the tool list
-    actions.py     parse_action: a model reply -> an action dict, or InvalidAction
-    render.py      observations, the action format and feedback as model-facing text
-    images.py      pixel fields of an observation found and encoded as PNG
-    turns.py       Turn: an observation as bounded text plus its images
-    episode.py     EnvEpisode: reset, step, reward sum, done, invalid-action bounds
+    launch/        where an env server runs and who owns it: `open_env` from an
+                   `EnvTarget` (base_url, a pooled server, UV, Docker, Swarm, cloud)
+    episode/       one episode against a connected client: schema, replies to
+                   actions, observations to turns, `EnvEpisode`
+    tasks.py       the taskset's task plan: resets, the env's own Task API, stable
+                   keys, shared seeds
+    manifest.py    what an env folder's `openenv.yaml` declares
 
-Its names are imported on first use, so that a small piece (`process_group`, say)
-can be imported without the OpenEnv client behind the rest.
+What both wings use:
+
+    errors.py         EnvFailure and redaction of what reaches logs
+    openenv_lines.py  what differs between openenv 0.10 and openenv-core 0.3.0
+    light_import.py   OpenEnv's client imported without gradio (`no_gradio/`)
+    http_client.py    the HTTP clients the core opens: one TLS context per process
+    local_http.py     our loopback endpoints: unix sockets, a token, JSON only
+
+Its names are imported on first use, so that a small piece (`launch.process_group`,
+say) can be imported without the OpenEnv client behind the rest.
 """
 
 from __future__ import annotations
@@ -35,25 +29,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from openenv_v1.core.episode import (
+    from openenv_v1.core.episode.env_episode import (
         EnvEpisode,
         EpisodeLimits,
         EpisodeReport,
         open_episode,
     )
+    from openenv_v1.core.episode.schema import ActionSpec
     from openenv_v1.core.errors import EnvFailure
-    from openenv_v1.core.launch import EnvTarget, open_env
-    from openenv_v1.core.schema import ActionSpec
+    from openenv_v1.core.launch.target import EnvTarget, open_env
 
 _HOMES = {
-    "ActionSpec": "openenv_v1.core.schema",
-    "EnvEpisode": "openenv_v1.core.episode",
+    "ActionSpec": "openenv_v1.core.episode.schema",
+    "EnvEpisode": "openenv_v1.core.episode.env_episode",
     "EnvFailure": "openenv_v1.core.errors",
-    "EnvTarget": "openenv_v1.core.launch",
-    "EpisodeLimits": "openenv_v1.core.episode",
-    "EpisodeReport": "openenv_v1.core.episode",
-    "open_env": "openenv_v1.core.launch",
-    "open_episode": "openenv_v1.core.episode",
+    "EnvTarget": "openenv_v1.core.launch.target",
+    "EpisodeLimits": "openenv_v1.core.episode.env_episode",
+    "EpisodeReport": "openenv_v1.core.episode.env_episode",
+    "open_env": "openenv_v1.core.launch.target",
+    "open_episode": "openenv_v1.core.episode.env_episode",
 }
 
 __all__ = [

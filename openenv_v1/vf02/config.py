@@ -17,8 +17,8 @@ from typing import Self
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
-from openenv_v1.core.episode import ToolCalls
-from openenv_v1.core.launchers import ProviderName
+from openenv_v1.core.episode.env_episode import ToolCalls
+from openenv_v1.core.launch.plan import ProviderName
 from openenv_v1.settings import EpisodeSettings, TaskSettings
 
 
@@ -30,7 +30,7 @@ class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
     """Set by the taskset, not by hand: lease endpoint of its shared env servers."""
     simulator_forks: str | None = None
     """Set by the taskset, not by hand: socket of its simulator fork server
-    (`openenv_v1.vf02.simulator_forks`)."""
+    (`openenv_v1.vf02.simulator.forks`)."""
     simulator_forks_token: str | None = Field(None, repr=False)
     """Set by the taskset, not by hand: what the fork server asks of a launcher."""
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -112,7 +112,7 @@ class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
 
     @model_validator(mode="after")
     def _place_docker_user(self) -> Self:
-        from openenv_v1.core.launchers import settle_use_docker
+        from openenv_v1.core.launch.plan import settle_use_docker
 
         self.use_docker = settle_use_docker(
             self.provider,
@@ -183,15 +183,15 @@ class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
 
     def gates_simulators(self) -> bool:
         """Whether the user simulators run on this host, where they share its memory
-        and CPU (see `openenv_v1.vf02.simulator_slots`)."""
+        and CPU (see `openenv_v1.vf02.simulator.slots`)."""
         from verifiers.v1.runtimes import runtime_is_local
 
         return runtime_is_local(self.task.user.runtime)
 
     def forks_simulators_here(self) -> bool:
         """Whether the user simulators start as processes of this host, where they
-        can be forked (`openenv_v1.vf02.simulator_forks`)."""
-        from openenv_v1.vf02.simulator_forks import supported
+        can be forked (`openenv_v1.vf02.simulator.forks`)."""
+        from openenv_v1.vf02.simulator.forks import supported
 
         user = self.task.user
         return supported() and user.runtime.type == "subprocess"

@@ -38,19 +38,19 @@ from collections.abc import Callable, Iterator
 import verifiers.v1 as vf
 
 from openenv_v1.core import EnvFailure, EnvTarget
-from openenv_v1.core.episode import warn_unknown_reset_kwargs
-from openenv_v1.core.launchers import check_launcher
+from openenv_v1.core.episode.env_episode import warn_unknown_reset_kwargs
+from openenv_v1.core.launch.plan import check_launcher
+from openenv_v1.core.launch.pool import ServerPool
+from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
 from openenv_v1.core.manifest import ManifestError, read_manifest
-from openenv_v1.core.pool import ServerPool
-from openenv_v1.core.server_env import hide_this_process, use_server_home
 from openenv_v1.core.tasks import taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
-from openenv_v1.vf02.mcp_clients import share_tls_context
 from openenv_v1.vf02.null_harness import prepare_null_harness
-from openenv_v1.vf02.simulator_forks import SimulatorForks
-from openenv_v1.vf02.simulator_slots import (
+from openenv_v1.vf02.simulator.forks import SimulatorForks
+from openenv_v1.vf02.simulator.mcp_clients import share_tls_context
+from openenv_v1.vf02.simulator.slots import (
     SimulatorSlots,
     default_alive,
     default_starting,

@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core import EnvEpisode
+from openenv_v1.core.episode.turns import Turn
 from openenv_v1.core.local_http import LocalEndpoint, parse_address
-from openenv_v1.core.turns import Turn
 from openenv_v1.vf02.account import absorb_invalid, mirror
 
 if TYPE_CHECKING:

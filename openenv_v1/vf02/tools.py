@@ -22,7 +22,7 @@ from __future__ import annotations
 if __name__ == "__main__":
     # Each call brings its rollout's state channel secret: keep this process's
     # memory from env servers of the same user (`server_env`).
-    from openenv_v1.core.server_env import hide_this_process
+    from openenv_v1.core.launch.server_env import hide_this_process
 
     hide_this_process()
 

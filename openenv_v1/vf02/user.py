@@ -19,9 +19,9 @@ reaches the trace only as an unreadable JSON error. Instead the failure is put o
 rollout state, and the task's `openenv_done` stop raises it as the rollout's error.
 
 Run as the simulator, the module first asks the taskset's fork server for a fork
-that has imported all this already (`openenv_v1.vf02.simulator_forks`); without one,
+that has imported all this already (`openenv_v1.vf02.simulator.forks`); without one,
 it hides the packages of verifiers a simulator never uses
-(`openenv_v1.vf02.light_verifiers`), which makes a fresh start about three times
+(`openenv_v1.vf02.simulator.light_verifiers`), which makes a fresh start about three times
 cheaper.
 """
 
@@ -30,15 +30,15 @@ from __future__ import annotations
 if __name__ == "__main__":
     # First of all: this process holds the rollout's state channel secret in its
     # environment; no env server of the same user may read it (`server_env`).
-    from openenv_v1.core.server_env import hide_this_process
+    from openenv_v1.core.launch.server_env import hide_this_process
 
     hide_this_process()
     # Before verifiers is imported, and only in the simulator process: become a fork
     # of the taskset's fork server (exits here), or else import only what is used.
-    from openenv_v1.vf02.simulator_forks import run_forked
+    from openenv_v1.vf02.simulator.forks import run_forked
 
     run_forked()
-    from openenv_v1.vf02.light_verifiers import hide_unused_modules
+    from openenv_v1.vf02.simulator.light_verifiers import hide_unused_modules
 
     hide_unused_modules()
 
@@ -53,13 +53,13 @@ from openenv_v1.core import (
     EpisodeReport,
     open_episode,
 )
-from openenv_v1.core.episode import ToolCalls
+from openenv_v1.core.episode.env_episode import ToolCalls
+from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.errors import describe, setup_failure
 from openenv_v1.core.tasks import reset_kwargs
-from openenv_v1.core.turns import Turn, TurnRenderer
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
-from openenv_v1.vf02.simulator_forks import simulator_pid
+from openenv_v1.vf02.simulator.forks import simulator_pid
 from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
 
 logger = logging.getLogger(__name__)

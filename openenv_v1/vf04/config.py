@@ -22,9 +22,9 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.core import EnvTarget
-from openenv_v1.core.episode import ToolCalls
-from openenv_v1.core.launch import PoolLeases
-from openenv_v1.core.launchers import ProviderName
+from openenv_v1.core.episode.env_episode import ToolCalls
+from openenv_v1.core.launch.plan import ProviderName
+from openenv_v1.core.launch.target import PoolLeases
 from openenv_v1.settings import EpisodeSettings, TaskSettings
 
 
@@ -72,7 +72,7 @@ class OpenEnvConfig(EpisodeSettings, TaskSettings, vf.TasksetConfig):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        from openenv_v1.core.launchers import settle_use_docker
+        from openenv_v1.core.launch.plan import settle_use_docker
 
         self.use_docker = settle_use_docker(
             self.provider,

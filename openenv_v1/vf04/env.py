@@ -33,10 +33,10 @@ import anyio
 import verifiers.v1 as vf
 
 from openenv_v1.core import EnvEpisode, EpisodeReport, open_episode
+from openenv_v1.core.episode.turns import Turn
 from openenv_v1.core.errors import setup_failure
-from openenv_v1.core.pool import LocalLeases, ServerPool
+from openenv_v1.core.launch.pool import LocalLeases, ServerPool
 from openenv_v1.core.tasks import reset_kwargs
-from openenv_v1.core.turns import Turn
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig

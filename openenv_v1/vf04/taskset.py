@@ -21,11 +21,11 @@ from typing import Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.core.episode import warn_unknown_reset_kwargs
+from openenv_v1.core.episode.env_episode import warn_unknown_reset_kwargs
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launchers import check_launcher
+from openenv_v1.core.launch.plan import check_launcher
+from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
 from openenv_v1.core.manifest import ManifestError, read_manifest
-from openenv_v1.core.server_env import hide_this_process, use_server_home
 from openenv_v1.core.tasks import task_key, taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig

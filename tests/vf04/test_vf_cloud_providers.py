@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget
-from openenv_v1.core.cloud_launch import preflight
+from openenv_v1.core.launch.cloud import preflight
 from openenv_v1.vf04 import OpenEnvConfig, OpenEnvTaskset
 from tests.cloud import (
     SECRET_NAME,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from openenv_v1.core.docker_reaper import RUN_LABEL
+from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests.real_docker import (
     CODE_ENV,
     labelled,

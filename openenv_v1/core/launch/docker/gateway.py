@@ -20,9 +20,9 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from openenv_v1.core.docker_image import docker_cli, run_docker
-from openenv_v1.core.docker_reaper import owner_labels
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.image import docker_cli, run_docker
+from openenv_v1.core.launch.docker.reaper import owner_labels
 
 GATEWAY_PORT = 8000
 # The forwarder: each connection to port argv[3] is piped to argv[1]:argv[2].

@@ -58,7 +58,7 @@ def _refuse(what: str) -> NoReturn:
     package = what.split(".")[0]
     raise UnusedModuleError(
         f"{what} was used in openenv-v1's user simulator, which loads {package} only as "
-        f"a placeholder (see openenv_v1.vf02.light_verifiers: the simulator never needs "
+        f"a placeholder (see openenv_v1.vf02.simulator.light_verifiers: the simulator never needs "
         f"it). Set {FULL_IMPORT_VAR}=1 to load it for real, and report this as a bug."
     )
 

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from openenv_v1.core.process_group import process_running
+from openenv_v1.core.launch.process_group import process_running
 
 logger = logging.getLogger(__name__)
 

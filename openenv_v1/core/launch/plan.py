@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from openenv_v1.core.errors import EnvFailure, describe
-from openenv_v1.core.launch import EnvTarget
+from openenv_v1.core.launch.target import EnvTarget
 
 ProviderName = Literal[
     "uv", "docker", "swarm", "daytona", "modal", "aca", "hf_sandbox", "novita"
@@ -44,11 +44,15 @@ class Launcher:
     label: str
 
 
-_CLOUD = "openenv_v1.core.cloud_launch"
+_CLOUD = "openenv_v1.core.launch.cloud"
 PROVIDERS: dict[str, Launcher] = {
-    "uv": Launcher("openenv_v1.core.launch", "uv_launch_plan", "the UV provider"),
-    "docker": Launcher("openenv_v1.core.docker_launch", "docker_launch_plan", "Docker"),
-    "swarm": Launcher("openenv_v1.core.swarm_launch", "swarm_launch_plan", "Swarm"),
+    "uv": Launcher(
+        "openenv_v1.core.launch.target", "uv_launch_plan", "the UV provider"
+    ),
+    "docker": Launcher(
+        "openenv_v1.core.launch.docker.container", "docker_launch_plan", "Docker"
+    ),
+    "swarm": Launcher("openenv_v1.core.launch.swarm", "swarm_launch_plan", "Swarm"),
     "daytona": Launcher(_CLOUD, "cloud_launch_plan", "Daytona"),
     "modal": Launcher(_CLOUD, "cloud_launch_plan", "Modal"),
     "aca": Launcher(_CLOUD, "cloud_launch_plan", "Azure Container Apps"),

@@ -50,23 +50,23 @@ from typing import Any, TypeVar
 
 import httpx
 
-from openenv_v1.core.env_project import AppChoice, EnvProject
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.env_project import AppChoice, EnvProject
+from openenv_v1.core.launch.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.server_env import server_environ
 from openenv_v1.core.openenv_lines import (
     GIT_URL_PREFIX,
     UVProvider,
     clone_git_project,
     find_free_port,
 )
-from openenv_v1.core.process_group import die_with_owner, signal_group
-from openenv_v1.core.server_env import server_environ
 
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_CHARS = 2000
 CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
 # Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
-_NO_GRADIO_DIR = str(Path(__file__).parent / "no_gradio")
+_NO_GRADIO_DIR = str(Path(__file__).parents[1] / "no_gradio")
 _T = TypeVar("_T")
 
 

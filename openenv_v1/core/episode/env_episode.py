@@ -41,12 +41,35 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from openenv_v1.core.actions import (
+from openenv_v1.core.episode.actions import (
     InvalidAction,
     call_to_action,
     parse_action,
     text_tool_call,
 )
+from openenv_v1.core.episode.frames import Frame, read_frame
+from openenv_v1.core.episode.mcp_route import route_mcp_steps
+from openenv_v1.core.episode.render import (
+    ObservationFormat,
+    render_action_format,
+    render_invalid_end,
+    render_no_tool_call,
+    render_tool_failed,
+    shows_nothing,
+    task_from_state,
+    tool_error,
+)
+from openenv_v1.core.episode.replies import REASONING_DELIMITERS
+from openenv_v1.core.episode.schema import (
+    ActionSpec,
+    ResetParams,
+    fetch_action_spec,
+    read_reset_params,
+    relist_tools,
+    tools_in,
+)
+from openenv_v1.core.episode.step_errors import env_is_broken, illegal_action
+from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.errors import (
     EnvFailure,
     clear_error_frame,
@@ -57,30 +80,7 @@ from openenv_v1.core.errors import (
     server_error_details,
     server_error_message,
 )
-from openenv_v1.core.frames import Frame, read_frame
-from openenv_v1.core.launch import EnvTarget, http_base, open_env
-from openenv_v1.core.mcp_route import route_mcp_steps
-from openenv_v1.core.render import (
-    ObservationFormat,
-    render_action_format,
-    render_invalid_end,
-    render_no_tool_call,
-    render_tool_failed,
-    shows_nothing,
-    task_from_state,
-    tool_error,
-)
-from openenv_v1.core.replies import REASONING_DELIMITERS
-from openenv_v1.core.schema import (
-    ActionSpec,
-    ResetParams,
-    fetch_action_spec,
-    read_reset_params,
-    relist_tools,
-    tools_in,
-)
-from openenv_v1.core.step_errors import env_is_broken, illegal_action
-from openenv_v1.core.turns import Turn, TurnRenderer
+from openenv_v1.core.launch.target import EnvTarget, http_base, open_env
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class EpisodeLimits:
     """The range the env declares its rewards in (openenv.yaml); a reward outside it
     is counted in `EpisodeReport.rewards_outside`."""
     reasoning_delimiters: tuple[tuple[str, str], ...] = REASONING_DELIMITERS
-    """Tags of reasoning blocks, never read as the action (`core/replies.py`)."""
+    """Tags of reasoning blocks, never read as the action (`core/episode/replies.py`)."""
 
 
 @dataclass

@@ -32,14 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from openenv_v1.core.images import (
+from openenv_v1.core.episode.images import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_TURN,
     FoundImage,
     find_images,
     within_bytes,
 )
-from openenv_v1.core.render import (
+from openenv_v1.core.episode.render import (
     ObservationFormat,
     ObservationRenderer,
     _compact,
@@ -50,7 +50,7 @@ from openenv_v1.core.render import (
     render_tool_hint,
     same_texts,
 )
-from openenv_v1.core.schema import ActionSpec
+from openenv_v1.core.episode.schema import ActionSpec
 
 MIN_OBSERVATION_CHARS = 500
 """What an observation keeps even when the action format leaves less of the bound

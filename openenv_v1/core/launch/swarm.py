@@ -59,24 +59,28 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv_v1.core.docker_gateway import Gateway
-from openenv_v1.core.docker_image import (
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.container import (
+    NOBODY,
+    image_user,
+    read_image_options,
+)
+from openenv_v1.core.launch.docker.gateway import Gateway
+from openenv_v1.core.launch.docker.image import (
     BuildNetwork,
     EnvImage,
     docker_cli,
     image_for,
     run_docker,
 )
-from openenv_v1.core.docker_launch import NOBODY, image_user, read_image_options
-from openenv_v1.core.docker_reaper import owner_labels
-from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.light_import import without_gradio
 
 with without_gradio():
     from openenv.core.containers.runtime.providers import DockerSwarmProvider
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch import EnvTarget
+    from openenv_v1.core.launch.target import EnvTarget
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from openenv_v1.core.schema import ActionSpec
+from openenv_v1.core.episode.schema import ActionSpec
 
 _PYTHON_ERRORS = re.compile(
     r"object has no attribute"

@@ -57,8 +57,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from openenv_v1.core.process_group import die_with_owner, signal_group
-from openenv_v1.core.server_env import without_credentials
+from openenv_v1.core.launch.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.server_env import without_credentials
 
 ANSWER_TIMEOUT_S = 60.0
 """Longest a launcher waits for its fork (the fork server may still be importing),
@@ -137,7 +137,7 @@ class SimulatorForks:
             if self._proc is not None:
                 return
             proc = subprocess.Popen(
-                [sys.executable, "-m", "openenv_v1.vf02.simulator_forks"]
+                [sys.executable, "-m", "openenv_v1.vf02.simulator.forks"]
                 + [self.socket_path, str(os.getpid())],
                 stdin=subprocess.PIPE,
                 env=without_credentials(os.environ),
@@ -332,7 +332,7 @@ def _relay(lines: _Lines, pid: int) -> int:
 
 def _preload() -> None:
     """Import what every simulator imports, once."""
-    from openenv_v1.vf02.light_verifiers import hide_unused_modules
+    from openenv_v1.vf02.simulator.light_verifiers import hide_unused_modules
 
     hide_unused_modules()
     import httpx  # noqa: F401
@@ -487,7 +487,7 @@ def _lifeline(conn: socket.socket) -> None:
 
 
 if __name__ == "__main__":
-    from openenv_v1.core.server_env import hide_this_process
+    from openenv_v1.core.launch.server_env import hide_this_process
 
     hide_this_process()  # before the token is read; its forks stay hidden too
     serve(sys.argv[1], int(sys.argv[2]))

@@ -54,10 +54,10 @@ import anyio
 import httpx
 
 from openenv_v1.core.errors import EnvFailure, describe, redact
-from openenv_v1.core.launch import EnvTarget
-from openenv_v1.core.launchers import launch_failure, launch_plan
+from openenv_v1.core.launch.plan import launch_failure, launch_plan
+from openenv_v1.core.launch.process_group import process_running
+from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.local_http import LocalEndpoint
-from openenv_v1.core.process_group import process_running
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openenv_v1.core.schema import ActionSpec
+from openenv_v1.core.episode.schema import ActionSpec
 
 ObservationFormat = Literal["text", "json"]
 

@@ -128,7 +128,7 @@ async def open_env(
 def uv_launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
     """The `SupervisedUVProvider` for `target` and the keyword arguments of its
     `start()`. Raises `EnvFailure` for a bad `project_path` or provider option."""
-    from openenv_v1.core.uv_launch import SupervisedUVProvider
+    from openenv_v1.core.launch.uv import SupervisedUVProvider
 
     assert target.env is not None
     kwargs, start_args = _split_start_args(target, _START_KEYS)
@@ -225,7 +225,7 @@ async def _open_launched(
     stack's `stop` ends what was started (a start still under way ends its own once
     it returns). A failure names the launcher, with secret values redacted.
     `on_launch` gets the launcher once its server is ready (`check` reports it)."""
-    from openenv_v1.core.launchers import launch_plan, launcher_label
+    from openenv_v1.core.launch.plan import launch_plan, launcher_label
 
     try:
         provider, start_args = launch_plan(target)
@@ -253,7 +253,7 @@ async def _open_launched(
 def _redacted_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
     """The launch failure of `target`; launchers' messages may quote a command line
     or an SDK's request, so secret values are replaced."""
-    from openenv_v1.core.launchers import launch_failure
+    from openenv_v1.core.launch.plan import launch_failure
 
     failure = launch_failure(target, exc)
     return EnvFailure(redact(str(failure), target.secret_env.values()))

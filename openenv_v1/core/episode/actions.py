@@ -43,7 +43,7 @@ from pydantic import TypeAdapter, ValidationError
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from openenv_v1.core.replies import (
+from openenv_v1.core.episode.replies import (
     REASONING_DELIMITERS,
     UNCLOSED_OBJECT,
     Found,
@@ -55,7 +55,7 @@ from openenv_v1.core.replies import (
     unfenced,
     whole_object,
 )
-from openenv_v1.core.schema import ACT_TOOL, ActionSpec
+from openenv_v1.core.episode.schema import ACT_TOOL, ActionSpec
 
 Delimiters = tuple[tuple[str, str], ...]
 

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import threading
 
-from openenv_v1.core.docker_image import run_docker
-from openenv_v1.core.docker_reaper import MANAGED_LABEL, SHARED_NETWORKS
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.image import run_docker
+from openenv_v1.core.launch.docker.reaper import MANAGED_LABEL, SHARED_NETWORKS
 
 ISOLATED, EGRESS = SHARED_NETWORKS
 _BRIDGES = {ISOLATED: "ov1-isolated", EGRESS: "ov1-egress"}

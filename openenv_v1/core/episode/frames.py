@@ -27,8 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from openenv_v1.core.episode.render import REWARD_SIGNAL_KEYS
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.render import REWARD_SIGNAL_KEYS
 
 MAX_NESTING = 100
 """The deepest nesting of objects and lists an observation may have."""

@@ -17,7 +17,7 @@ import logging
 import re
 import subprocess
 
-from openenv_v1.core.docker_image import INPUTS_LABEL, docker_cli
+from openenv_v1.core.launch.docker.image import INPUTS_LABEL, docker_cli
 
 logger = logging.getLogger(__name__)
 

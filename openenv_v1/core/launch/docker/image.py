@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from openenv_v1.core.docker_context import build_context
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.context import build_context
 
 DOCKER_VAR = "OPENENV_V1_DOCKER"
 """Environment variable naming the `docker` client to run (default: `docker` on PATH)."""

@@ -42,9 +42,9 @@ from jsonschema.exceptions import SchemaError
 from referencing import Registry
 from websockets.exceptions import ConnectionClosed
 
+from openenv_v1.core.episode.mcp_route import DEADLOCK_HINT
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.http_client import async_client
-from openenv_v1.core.mcp_route import DEADLOCK_HINT
 
 MCP_ACTION_TITLES = frozenset({"Action", "CallToolAction", "ListToolsAction"})
 
@@ -376,7 +376,9 @@ class SchemaProblem(EnvFailure):
 def check_schema(schema: Any, what: str) -> None:
     """Raise `SchemaProblem` naming the fault when `schema` (described by `what`)
     is not one the episode can use (see the module docstring). Nothing is fetched."""
-    from openenv_v1.core.frames import nested_deeper_than  # frames imports render
+    from openenv_v1.core.episode.frames import (
+        nested_deeper_than,  # frames imports render
+    )
 
     if not isinstance(schema, dict):
         raise SchemaProblem(

@@ -47,24 +47,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openenv_v1.core.docker_image import (
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.image import (
     BuildNetwork,
     EnvImage,
     docker_cli,
     image_for,
     run_docker,
 )
-from openenv_v1.core.docker_network import address_on, ensure_network, forget
-from openenv_v1.core.docker_prune import prune_env_images
-from openenv_v1.core.docker_reaper import owner_labels
-from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.network import address_on, ensure_network, forget
+from openenv_v1.core.launch.docker.prune import prune_env_images
+from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.light_import import without_gradio
 
 with without_gradio():
     from openenv.core.containers.runtime.providers import LocalDockerProvider
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch import EnvTarget
+    from openenv_v1.core.launch.target import EnvTarget
 
 logger = logging.getLogger(__name__)
 
