@@ -34,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from openenv_v1.core.launch.uv import CACHE_DIR_VAR, SupervisedUVProvider  # noqa: E402
+from openenv_v1.core.launch.uv import SupervisedUVProvider  # noqa: E402
+from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR  # noqa: E402
 from openenv_v1.core.light_import import without_gradio  # noqa: E402
 
 with without_gradio():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from openenv_v1.core.launch.uv import prepared_env_dir
+from openenv_v1.core.launch.uv_prepared import prepared_env_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_v1.core.launch.uv import prepared_env_dir
+from openenv_v1.core.launch.uv_prepared import prepared_env_dir
 from tests.servers import (
     BIN,
     ROOT,

@@ -13,8 +13,9 @@ import time
 import pytest
 
 from openenv_v1.core.episode.mcp_route import locked_core_version, needs_session_rpc
-from openenv_v1.core.launch.target import EnvTarget, uv_launch_plan
-from openenv_v1.core.launch.uv import prepared_env_dir
+from openenv_v1.core.launch.target import EnvTarget
+from openenv_v1.core.launch.uv import uv_launch_plan
+from openenv_v1.core.launch.uv_prepared import prepared_env_dir
 from tests.servers import recorded_requests
 from tests.test_layouts import (
     LAYOUTS,

@@ -13,7 +13,7 @@ import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
-from openenv_v1.core.launch.uv import CACHE_DIR_VAR
+from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR
 from tests.servers import (
     TEST_ENVS,
     WORDLE_APP,

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.launch.uv import CACHE_DIR_VAR, SupervisedUVProvider
+from openenv_v1.core.launch.uv import SupervisedUVProvider
+from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,

@@ -14,16 +14,21 @@ module with a `*_launch_plan(target)`; adding a place adds a module and a line i
 A place's module may also have `preflight(target)`, which raises `EnvFailure` when
 the place cannot be used at all (its SDK is not installed): `check_launcher` runs it
 when a taskset is built, before any rollout, and `launch_plan` before each launch.
+
+Imports the places' modules only when a target asks for one (`PROVIDERS`), and
+`EnvTarget` only for its type: `target` imports this, never the other way round.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from openenv_v1.core.errors import EnvFailure, describe
-from openenv_v1.core.launch.target import EnvTarget
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.target import EnvTarget
 
 ProviderName = Literal[
     "uv", "docker", "swarm", "daytona", "modal", "aca", "hf_sandbox", "novita"
@@ -46,9 +51,7 @@ class Launcher:
 
 _CLOUD = "openenv_v1.core.launch.cloud"
 PROVIDERS: dict[str, Launcher] = {
-    "uv": Launcher(
-        "openenv_v1.core.launch.target", "uv_launch_plan", "the UV provider"
-    ),
+    "uv": Launcher("openenv_v1.core.launch.uv", "uv_launch_plan", "the UV provider"),
     "docker": Launcher(
         "openenv_v1.core.launch.docker.container", "docker_launch_plan", "Docker"
     ),

@@ -29,15 +29,17 @@ rollouts run into:
 - gradio is kept out of servers whose project does not declare it, unless asked
   (`web_ui`): OpenEnv imports it only for its optional web interface, and that import
   is about half of a server's start.
+
+`uv_launch_plan(target)` is the UV place's plan (`plan.PROVIDERS`). The prepared
+environment is `uv_prepared`'s, the reading of a crashed server's output
+`uv_diagnosis`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -46,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -54,6 +56,19 @@ from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject
 from openenv_v1.core.launch.process_group import die_with_owner, signal_group
 from openenv_v1.core.launch.server_env import server_environ
+from openenv_v1.core.launch.uv_diagnosis import (
+    ADDRESS_IN_USE,
+    GRADIO_NEEDED,
+    GRADIO_REFUSED,
+    app_import_failure,
+    crash_hint,
+    no_app_message,
+)
+from openenv_v1.core.launch.uv_prepared import (
+    mark_prepared,
+    prepared_env_dir,
+    prepared_uvicorn,
+)
 from openenv_v1.core.openenv_lines import (
     GIT_URL_PREFIX,
     UVProvider,
@@ -61,10 +76,19 @@ from openenv_v1.core.openenv_lines import (
     find_free_port,
 )
 
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.target import EnvTarget
+
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_CHARS = 2000
-CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
+# Keys of `provider_kwargs` that OpenEnv hands to `provider.start()` rather than to the
+# provider's constructor.
+_START_KEYS = ("port", "env_vars", "workers")
+_PORT_MOVES = 5
+"""Relaunches on another port when the picked one was taken first."""
+# Projects (their folders) found to import gradio in this process: launched with it.
+_IMPORTS_GRADIO: set[str] = set()
 # Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
 _NO_GRADIO_DIR = str(Path(__file__).parents[1] / "no_gradio")
 _T = TypeVar("_T")
@@ -86,19 +110,6 @@ def ensure_uv_on_path() -> None:
     without activating the venv), since OpenEnv's provider looks `uv` up on PATH."""
     if shutil.which("uv") is None and (bin_dir := uv_bin_dir()):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-
-
-def prepared_env_dir(source: str, name: str) -> Path:
-    """Where the prepared environment of the env project at `source` (its absolute
-    path, or its `git+` URL) lives: under `$OPENENV_V1_CACHE_DIR`, else
-    `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`)."""
-    root = os.environ.get(CACHE_DIR_VAR) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-        "openenv-v1",
-    )
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "env"
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    return Path(root) / "uv-envs" / f"{slug}-{digest}"
 
 
 class SupervisedUVProvider(UVProvider):
@@ -236,7 +247,7 @@ class SupervisedUVProvider(UVProvider):
                 **env,
                 "PYTHONPATH": f"{_NO_GRADIO_DIR}{os.pathsep}{env['PYTHONPATH']}",
             }
-        prepared = self._prepared_uvicorn()
+        prepared = prepared_uvicorn(self._env_dir, self.project.path)
         self.reused_env = prepared is not None
         if prepared is not None:
             command = [str(prepared), *server[1:]]
@@ -295,7 +306,8 @@ class SupervisedUVProvider(UVProvider):
                     continue
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self._base_url}/health").status_code == 200:
-                        self._mark_prepared()
+                        assert self.project is not None
+                        mark_prepared(self._env_dir, self.project.path)
                         assert self._base_url is not None
                         return self._base_url
                 if time.monotonic() >= deadline:
@@ -318,7 +330,7 @@ class SupervisedUVProvider(UVProvider):
         if (
             self._port_picked
             and self._port_moves < _PORT_MOVES
-            and _ADDRESS_IN_USE.search(tail)
+            and ADDRESS_IN_USE.search(tail)
         ):
             assert self._launch is not None
             taken, env, workers = self._launch
@@ -332,14 +344,14 @@ class SupervisedUVProvider(UVProvider):
             )
             self.run_on_owner(lambda: self._spawn(choice))
             return
-        if self.gradio_hidden and _GRADIO_REFUSED in tail:
+        if self.gradio_hidden and GRADIO_REFUSED in tail:
             self.gradio_hidden = False
             _IMPORTS_GRADIO.add(str(self.project.path))
             self.notes.append(GRADIO_NEEDED)
             logger.warning("%s: %s", self.project.name, GRADIO_NEEDED)
             self.run_on_owner(lambda: self._spawn(choice))
             return
-        failure = _app_import_failure(choice, tail)
+        failure = app_import_failure(choice, tail)
         if failure is None:
             raise EnvFailure(
                 f"env server `uv run ... uvicorn {choice.app}` exited with code {code} "
@@ -349,7 +361,7 @@ class SupervisedUVProvider(UVProvider):
         self.failed_apps.append((choice, failure))
         left = self._candidates[len(self.failed_apps) :]
         if not left:
-            raise EnvFailure(self._no_app_message(tail))
+            raise EnvFailure(no_app_message(self._user_app, self.failed_apps, tail))
         logger.info(
             "app %s (%s) cannot be imported: %s; trying %s",
             choice.app,
@@ -359,72 +371,16 @@ class SupervisedUVProvider(UVProvider):
         )
         self.run_on_owner(lambda: self._spawn(left[0]))
 
-    def _no_app_message(self, tail: str) -> str:
-        if self._user_app:
-            return (
-                f"env server `uv run ... uvicorn {self._user_app}` cannot import its "
-                f"app: {self.failed_apps[-1][1]}; check task.user.provider_kwargs.app "
-                f"(`module:attribute` importable from the env project); its output "
-                f"ends with:\n{tail}"
-            )
-        tried = "; ".join(
-            f"{choice.app} ({choice.source}): {why}" for choice, why in self.failed_apps
-        )
-        return (
-            f"none of the env's app candidates could be imported: {tried}; set "
-            "task.user.provider_kwargs.app to the module that calls `create_app`"
-        )
-
     def _diagnose(self, tail: str) -> str:
         """Name the usual cause of a crashed start in words the user can act on."""
-        if _ADDRESS_IN_USE.search(tail) and self._launch is not None:
-            port = self._launch[0]
-            if not self._port_picked:
-                return (
-                    f" (port {port} is in use by another process: give another "
-                    "port, or none and the launcher picks a free one)"
-                )
-            return (
-                f" (the free ports picked for it, the last {port}, were taken by "
-                "other processes before it bound them)"
-            )
-        if _PYTHON_UNAVAILABLE.search(tail):
-            needs = self.project.python_requirement if self.project else None
-            version = re.search(r"\d+\.\d+", needs or "")
-            version = version[0] if version else "<version>"
-            return (
-                f" (the env needs Python {needs or 'that uv cannot find'}, and uv "
-                "found no such interpreter and could not download one: install one "
-                f"with `uv python install {version}` where there is network, or "
-                f"point UV_PYTHON at an installed one, e.g. "
-                f"UV_PYTHON=/usr/bin/python{version})"
-            )
-        return ""
-
-    def _prepared_uvicorn(self) -> Path | None:
-        """The prepared environment's uvicorn, when uv synced that environment for
-        the project's current files (`_mark_prepared`): a repeated launch then runs
-        it directly instead of asking uv to check the environment again."""
-        uvicorn = self._env_dir / "bin" / "uvicorn"
-        with contextlib.suppress(OSError):
-            stamp = (self._env_dir / _PREPARED_STAMP).read_text()
-            if stamp == self._fingerprint() and uvicorn.is_file():
-                return uvicorn
-        return None
-
-    def _mark_prepared(self) -> None:
-        with contextlib.suppress(OSError):
-            (self._env_dir / _PREPARED_STAMP).write_text(self._fingerprint())
-
-    def _fingerprint(self) -> str:
-        """What the prepared environment depends on: the project's location and the
-        files uv resolves and installs it from."""
-        assert self.project is not None
-        digest = hashlib.sha256(str(self.project.path).encode())
-        for name in _ENV_INPUTS:
-            with contextlib.suppress(OSError):
-                digest.update(name.encode() + (self.project.path / name).read_bytes())
-        return digest.hexdigest()
+        return crash_hint(
+            tail,
+            port=self._launch[0] if self._launch is not None else None,
+            port_picked=self._port_picked,
+            python_requirement=self.project.python_requirement
+            if self.project
+            else None,
+        )
 
     def log_tail(self, limit: int = LOG_TAIL_CHARS) -> str:
         if self._log_path is None:
@@ -460,46 +416,32 @@ class SupervisedUVProvider(UVProvider):
             self._log_path = None
 
 
-# Written into a prepared environment once a server launched through `uv run` from
-# it is ready; holds `_fingerprint()` of the project it was synced for.
-_PREPARED_STAMP = ".openenv-v1-prepared"
-_ENV_INPUTS = ("pyproject.toml", "uv.lock", ".python-version")
-GRADIO_NEEDED = (
-    "the env imports gradio without declaring it in its pyproject.toml dependencies "
-    "(openenv-v1 hides gradio from such envs to halve their start), so it was "
-    "relaunched with gradio; set task.user.server_web_ui = true "
-    "(`openenv-v1 check --web-ui`) to skip the first try"
-)
-# What the stand-in `gradio` package (no_gradio/) says when it is imported.
-_GRADIO_REFUSED = "gradio is hidden from this env server"
-# Projects (their folders) found to import gradio in this process: launched with it.
-_IMPORTS_GRADIO: set[str] = set()
-_ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
-_PORT_MOVES = 5
-"""Relaunches on another port when the picked one was taken first."""
-_PYTHON_UNAVAILABLE = re.compile(
-    r"No interpreter found for Python|python-build-standalone|"
-    r"No download found for request|Python downloads are (?:disabled|not allowed)"
-)
-
-
-def _app_import_failure(choice: AppChoice, tail: str) -> str | None:
-    """The line of `tail` saying that `choice` itself cannot be imported (not a
-    dependency it imports), or None when the server failed for another reason."""
-    module, _, attribute = choice.app.partition(":")
-    prefixes = {module.rsplit(".", n)[0] for n in range(module.count(".") + 1)}
-    for line in reversed(tail.splitlines()):
-        line = line.strip()
-        if f'Could not import module "{module}"' in line:
-            return f"ModuleNotFoundError: No module named {module!r}"
-        if f'Attribute "{attribute}" not found in module "{module}"' in line:
-            return line
-        if "attempted relative import" in line:
-            return line
-        missing = re.search(r"No module named '([^']+)'", line)
-        if missing and missing[1] in prefixes:
-            return line
-    return None
+def uv_launch_plan(target: EnvTarget) -> tuple[SupervisedUVProvider, dict[str, Any]]:
+    """The `SupervisedUVProvider` for `target` and the keyword arguments of its
+    `start()`. Raises `EnvFailure` for a bad `project_path` or provider option."""
+    assert target.env is not None
+    kwargs = dict(target.provider_kwargs)
+    start_args = {k: kwargs.pop(k) for k in _START_KEYS if k in kwargs}
+    if target.secret_env:
+        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
+    project_path = kwargs.pop("project_path", None) or (
+        f"git+https://huggingface.co/spaces/{target.env}"
+    )
+    if not project_path.startswith("git+") and not os.path.isdir(project_path):
+        raise EnvFailure(
+            f"project_path {project_path!r} is not a directory; set "
+            "task.user.provider_kwargs.project_path to the env's source checkout"
+        )
+    kwargs.setdefault("host", "127.0.0.1")
+    kwargs.setdefault("context_timeout_s", target.launch_timeout_s)
+    kwargs.setdefault("web_ui", target.web_ui)
+    try:
+        provider = SupervisedUVProvider(project_path=project_path, **kwargs)
+    except TypeError as e:
+        raise EnvFailure(
+            f"unsupported UV provider option in task.user.provider_kwargs: {e}"
+        ) from e
+    return provider, start_args
 
 
 def _call(fn: Callable[[], _T]) -> _T:
