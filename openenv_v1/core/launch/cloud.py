@@ -47,7 +47,7 @@ from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.light_import import without_gradio
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch.target import EnvTarget
+    from openenv_v1.core.launch.env_target import EnvTarget
 
 logger = logging.getLogger(__name__)
 

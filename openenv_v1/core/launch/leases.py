@@ -1,21 +1,23 @@
-"""How a rollout leases a shared env server: the lease face, and its HTTP client.
+"""How a rollout leases a shared env server: the lease face, in process and over HTTP.
 
-A `ServerPool` lends its servers through `PoolLeases`' three calls: in its own
-process by `ServerPool.local()` (`pool.LocalLeases`), from other processes of the
-eval by `PoolClient` over the pool's loopback endpoint (`local_http`: a unix socket
-and a token; `ServerPool.serve_http()`), whose actions are the `*_PATH` names.
+A `ServerPool` lends its servers through `PoolLeases`' three calls (lease, confirm,
+release): in its own process by `LocalLeases` (`ServerPool.local()`), from other
+processes of the eval by `PoolClient` over the pool's loopback endpoint
+(`local_http`: a unix socket and a token; `ServerPool.serve_http()`), whose
+requests `answer_lease_request` answers; the actions are the `*_PATH` names.
 `target.open_env` is the one caller: it leases, opens its session, and confirms or
 hands the lease back.
 
 Imports only `openenv_v1.core`'s shared modules: the pool imports this, never the
-other way round.
+other way round (`LeaseDesk` is the pool's side as this module needs it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import httpx
 from tenacity import (
@@ -47,6 +49,41 @@ class PoolLeases(Protocol):
         """The server accepted the leased session."""
 
     async def release(self, lease: str) -> None: ...
+
+
+class LeaseDesk(Protocol):
+    """The pool's side of a lease (`pool.ServerPool`)."""
+
+    async def lease_async(
+        self,
+        rejected: str | None = None,
+        unreachable: str | None = None,
+        pid: int | None = None,
+    ) -> tuple[str, str]: ...
+
+    def confirm(self, lease_id: str) -> None: ...
+
+    def release(self, lease_id: str) -> None: ...
+
+
+class LocalLeases:
+    """The lease side of a `ServerPool` for rollouts in the pool's own process: no
+    socket, no thread per wait."""
+
+    def __init__(self, pool: LeaseDesk) -> None:
+        self._pool = pool
+
+    async def lease(
+        self, *, rejected: str | None, unreachable: str | None
+    ) -> tuple[str, str]:
+        return await self._pool.lease_async(rejected=rejected, unreachable=unreachable)
+
+    async def confirm(self, lease: str) -> None:
+        self._pool.confirm(lease)
+
+    async def release(self, lease: str) -> None:
+        # No await: a cancelled rollout's exit stack still hands the lease back.
+        self._pool.release(lease)
 
 
 class PoolClient:
@@ -93,3 +130,34 @@ class PoolClient:
         with contextlib.suppress(httpx.HTTPError):
             async with local_client(self.url, 5.0) as http:
                 await http.post(f"/{action}", json={"lease": lease})
+
+
+async def answer_lease_request(
+    pool: LeaseDesk, action: str, body: dict[str, Any]
+) -> tuple[int, Mapping[str, Any]]:
+    """One request to `pool`'s lease endpoint (from a `PoolClient`), on the
+    endpoint's event loop: 200 with the answer, 503 with the pool's `EnvFailure`,
+    400 for a malformed body, 404 for an unknown action."""
+    try:
+        if action == LEASE_PATH:
+            lease_id, url = await pool.lease_async(
+                rejected=_optional_str(body.get("rejected")),
+                unreachable=_optional_str(body.get("unreachable")),
+                pid=int(body["pid"]),
+            )
+            return 200, {"lease": lease_id, "url": url}
+        if action == CONFIRM_PATH:
+            pool.confirm(str(body["lease"]))
+            return 200, {}
+        if action == RELEASE_PATH:
+            pool.release(str(body["lease"]))
+            return 200, {}
+        return 404, {"error": f"unknown action {action!r}"}
+    except EnvFailure as e:
+        return 503, {"error": str(e)}
+    except (KeyError, TypeError, ValueError) as e:
+        return 400, {"error": f"bad request: {describe(e)}"}
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from openenv_v1.core.errors import EnvFailure, describe
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch.target import EnvTarget
+    from openenv_v1.core.launch.env_target import EnvTarget
 
 ProviderName = Literal[
     "uv", "docker", "swarm", "daytona", "modal", "aca", "hf_sandbox", "novita"

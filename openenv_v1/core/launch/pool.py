@@ -8,9 +8,9 @@ process that builds the taskset (the eval, or one env-server worker):
 - it launches the first server as soon as it is started, so the start-up overlaps
   the framework's own (or as many as the launcher's `servers_at_start` says: a Swarm
   service's tasks in host mode, each a server);
-- rollouts lease a server: in the pool's own process through `local()` (verifiers
-  0.4, where every episode runs in the eval or env-server process), or from other
-  processes over a small local HTTP endpoint (`serve_http()`, `LEASE_PATH`; verifiers
+- rollouts lease a server (`leases`): in the pool's own process through `local()`
+  (verifiers 0.4, where every episode runs in the eval or env-server process), or
+  from other processes over a small local HTTP endpoint (`serve_http()`; verifiers
   0.2's user simulators): a unix socket in a 0700 directory with a token, JSON only,
   bounded connections (`local_http.LocalEndpoint`), where waiting leases hold no
   thread. A lease names the server URL and is returned when the
@@ -31,6 +31,11 @@ process that builds the taskset (the eval, or one env-server worker):
 Servers are forked from one long-lived thread, which is what their parent-death signal
 is tied to: if this process is killed outright, they still get SIGTERM. `close()` (also
 run at exit) stops them all.
+
+The pool's record of each server is `pool_servers`'; both ends of a lease (in
+process, and the endpoint's requests and client) are `leases`'. Over ~500 lines: `ServerPool` is one state
+machine under one lock (leases, launches, growth and the health of its servers all
+read and change the same records and wake the same waiters), so it stays one class.
 """
 
 from __future__ import annotations
@@ -38,34 +43,36 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import logging
 import math
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
-from openenv_v1.core.errors import EnvFailure, describe, redact
+from openenv_v1.core.errors import EnvFailure, redact
+from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
 from openenv_v1.core.launch.plan import launch_failure, launch_plan
+from openenv_v1.core.launch.pool_servers import (
+    Lease,
+    LeaseWait,
+    PooledServer,
+    answers_health,
+    available_memory,
+    group_rss,
+)
 from openenv_v1.core.launch.process_group import process_running
-from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.local_http import LocalEndpoint
 
 logger = logging.getLogger(__name__)
 
-LEASE_PATH = "lease"
-CONFIRM_PATH = "confirm"
-RELEASE_PATH = "release"
-PROBE_WINDOW = 16
-"""Sessions on trial at once on a server whose session limit is not yet known."""
 MEMORY_FLOOR_BYTES = 1 << 30
 """Memory left free on the host when no `max_servers` bounds the launches."""
 _WAIT_POLL_S = 0.5
@@ -75,56 +82,6 @@ HEALTH_PROBES = 3
 """Failed `/health` probes in a row (2 s each, a second apart) that drop a server a
 rollout could not reach."""
 _PROBE_SPACING_S = 1.0
-
-
-@dataclass(eq=False)
-class _Server:
-    provider: Any
-    url: str | None = None
-    ready: bool = False
-    capacity: int | None = None
-    """Sessions it accepts at once; None until configured or learned."""
-    leases: set[str] = field(default_factory=set)
-    confirmed: set[str] = field(default_factory=set)
-    """Leases whose session the server accepted (a first request answered)."""
-    rss: int = 0
-    """Resident memory of its process group when it came up, in bytes."""
-    suspect: bool = False
-    """A rollout could not reach it: no new leases while `/health` is probed."""
-
-    def has_room(self) -> bool:
-        if not self.ready or self.suspect:
-            return False
-        if self.capacity is None:
-            # Unknown limit: a few sessions on trial at a time, so a burst does not
-            # pile hundreds of doomed connections onto a server that takes one.
-            return len(self.leases) - len(self.confirmed) < PROBE_WINDOW
-        return len(self.leases) < self.capacity
-
-    def settling(self) -> bool:
-        """Full on paper, but some sessions are not yet accepted or refused: its
-        limit may still turn out higher (refusals lower it to what it accepted)."""
-        return (
-            self.capacity is not None
-            and len(self.leases) >= self.capacity
-            and len(self.confirmed) < len(self.leases)
-        )
-
-    def alive(self) -> bool:
-        return self.provider.running()
-
-
-@dataclass(frozen=True)
-class _Lease:
-    server: _Server
-    pid: int
-
-
-@dataclass
-class _Wait:
-    """One lease request's view of how long every server has been full."""
-
-    full_since: float | None = None
 
 
 class ServerPool:
@@ -152,8 +109,8 @@ class ServerPool:
         self._max_servers = 1 if "port" in target.provider_kwargs else max_servers
         self._capacity_wait_s = capacity_wait_s
         self._cond = threading.Condition()
-        self._servers: list[_Server] = []
-        self._leases: dict[str, _Lease] = {}
+        self._servers: list[PooledServer] = []
+        self._leases: dict[str, Lease] = {}
         self._waiting = 0
         """Lease requests waiting for room."""
         self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = (
@@ -193,34 +150,12 @@ class ServerPool:
         """Start the pool (if not yet) and serve leases to other processes of this
         eval; returns the lease endpoint's address (`local_http.local_client`)."""
         if self._http is None:
-            self._http = LocalEndpoint(self._answer_http, name="pool")
+            self._http = LocalEndpoint(
+                functools.partial(answer_lease_request, self), name="pool"
+            )
             self._http.start_in_thread()
         self.start()
         return self.url
-
-    async def _answer_http(
-        self, action: str, body: dict[str, Any]
-    ) -> tuple[int, Mapping[str, Any]]:
-        """One request to the lease endpoint, on its event loop."""
-        try:
-            if action == LEASE_PATH:
-                lease_id, url = await self.lease_async(
-                    rejected=_optional_str(body.get("rejected")),
-                    unreachable=_optional_str(body.get("unreachable")),
-                    pid=int(body["pid"]),
-                )
-                return 200, {"lease": lease_id, "url": url}
-            if action == CONFIRM_PATH:
-                self.confirm(str(body["lease"]))
-                return 200, {}
-            if action == RELEASE_PATH:
-                self.release(str(body["lease"]))
-                return 200, {}
-            return 404, {"error": f"unknown action {action!r}"}
-        except EnvFailure as e:
-            return 503, {"error": str(e)}
-        except (KeyError, TypeError, ValueError) as e:
-            return 400, {"error": f"bad request: {describe(e)}"}
 
     def local(self) -> LocalLeases:
         """Leases for rollouts in this process: no socket, no thread per wait."""
@@ -241,7 +176,7 @@ class ServerPool:
         `lease_async` for the event loop's way."""
         if unreachable is not None:
             self._check_unreachable(unreachable)
-        wait = _Wait()
+        wait = LeaseWait()
         with self._cond:
             if rejected is not None:
                 self._learn_capacity_locked(rejected)
@@ -266,7 +201,7 @@ class ServerPool:
         if unreachable is not None:
             await anyio.to_thread.run_sync(self._check_unreachable, unreachable)
         loop = asyncio.get_running_loop()
-        wait, pid = _Wait(), os.getpid() if pid is None else pid
+        wait, pid = LeaseWait(), os.getpid() if pid is None else pid
         with self._cond:
             if rejected is not None:
                 self._learn_capacity_locked(rejected)
@@ -345,7 +280,7 @@ class ServerPool:
 
     # --- internals; `_locked` methods run with `self._cond` held ---
 
-    def _try_lease_locked(self, pid: int, wait: _Wait) -> tuple[str, str] | None:
+    def _try_lease_locked(self, pid: int, wait: LeaseWait) -> tuple[str, str] | None:
         """A lease on the least busy server with room, or None to wait; launches the
         servers the waiting leases need. Raises `EnvFailure` as `lease` says."""
         if self._closed:
@@ -356,7 +291,7 @@ class ServerPool:
             server = min(candidates, key=lambda s: len(s.leases))
             lease_id = uuid.uuid4().hex
             server.leases.add(lease_id)
-            self._leases[lease_id] = _Lease(server, pid)
+            self._leases[lease_id] = Lease(server, pid)
             assert server.url is not None
             return lease_id, server.url
         # A suspect server is being probed: wait for its verdict, as for a start.
@@ -413,7 +348,7 @@ class ServerPool:
         twice the memory of the largest running server, whichever is more."""
         if self._max_servers is not None or not self._servers:
             return True
-        available = _available_memory()
+        available = available_memory()
         if available is None:
             return True
         largest = max((s.rss for s in self._servers), default=0)
@@ -432,7 +367,7 @@ class ServerPool:
         """Launch one more server in the background; returns its provider."""
         provider, start_args = launch_plan(self._target)
         provider.run_on_owner = self._on_owner
-        server = _Server(provider, capacity=self._sessions_per_server)
+        server = PooledServer(provider, capacity=self._sessions_per_server)
         self._servers.append(server)
         threading.Thread(
             target=self._bring_up,
@@ -442,7 +377,7 @@ class ServerPool:
         ).start()
         return provider
 
-    def _bring_up(self, server: _Server, start_args: dict[str, Any]) -> None:
+    def _bring_up(self, server: PooledServer, start_args: dict[str, Any]) -> None:
         """Fork the server from the owner thread, then wait for `/health` here."""
         try:
             url = self._on_owner(lambda: server.provider.start(**start_args))
@@ -467,7 +402,7 @@ class ServerPool:
             else:
                 logger.error("%s", self._failure)
             return
-        rss = _group_rss(server.provider)
+        rss = group_rss(server.provider)
         with self._cond:
             server.url, server.ready, server.rss = url, True, rss
             self._notify_locked()
@@ -484,7 +419,7 @@ class ServerPool:
         """Run `fn` on the launcher thread, which launched servers die with."""
         return self._owner.submit(fn).result()
 
-    def _drop_lease_locked(self, lease_id: str) -> _Lease | None:
+    def _drop_lease_locked(self, lease_id: str) -> Lease | None:
         lease = self._leases.pop(lease_id, None)
         if lease is not None:
             lease.server.leases.discard(lease_id)
@@ -538,14 +473,14 @@ class ServerPool:
             daemon=True,
         ).start()
 
-    def _probe_suspect(self, server: _Server) -> None:
+    def _probe_suspect(self, server: PooledServer) -> None:
         assert server.url is not None
         for attempt in range(HEALTH_PROBES):
             if attempt:
                 time.sleep(_PROBE_SPACING_S)
             if self._closed:
                 return
-            if _answers_health(server.url):
+            if answers_health(server.url):
                 with self._cond:
                     server.suspect = False
                     self._notify_locked()
@@ -556,7 +491,7 @@ class ServerPool:
                     server, f"failed {HEALTH_PROBES} /health probes in a row"
                 )
 
-    def _drop_server_locked(self, server: _Server, why: str) -> None:
+    def _drop_server_locked(self, server: PooledServer, why: str) -> None:
         """Forget a broken server and its leases; its process group is killed off
         the lock, with no grace period since it is not serving anyone."""
         logger.warning("shared env server %s %s; dropping it", server.url, why)
@@ -571,70 +506,11 @@ class ServerPool:
         self._notify_locked()
 
 
-class LocalLeases:
-    """The lease side of a `ServerPool` for rollouts in the pool's own process; the
-    same two calls as the HTTP client of `serve_http()`'s endpoint."""
-
-    def __init__(self, pool: ServerPool) -> None:
-        self._pool = pool
-
-    async def lease(
-        self, *, rejected: str | None, unreachable: str | None
-    ) -> tuple[str, str]:
-        return await self._pool.lease_async(rejected=rejected, unreachable=unreachable)
-
-    async def confirm(self, lease: str) -> None:
-        self._pool.confirm(lease)
-
-    async def release(self, lease: str) -> None:
-        # No await: a cancelled rollout's exit stack still hands the lease back.
-        self._pool.release(lease)
-
-
 def _complete(changed: asyncio.Future) -> None:
     if not changed.done():
         changed.set_result(None)
 
 
-def _available_memory() -> int | None:
-    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
-
-
-def _group_rss(provider: Any) -> int:
-    """Resident memory of a server's process group (it is its own session leader),
-    in bytes; 0 when unknown."""
-    pid = getattr(provider, "pid", None)
-    if not pid:
-        return 0
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            # Fields after the command name: state ppid pgrp ... rss is field 24.
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            if int(fields[2]) == pid:
-                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    return total
-
-
-def _answers_health(url: str, timeout_s: float = 2.0) -> bool:
-    try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
-            return http.get(f"{url}/health").status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def _kill_quietly(provider: Any) -> None:
     with contextlib.suppress(Exception):
         provider.stop(grace_s=0.0)
-
-
-def _optional_str(value: object) -> str | None:
-    return None if value is None else str(value)

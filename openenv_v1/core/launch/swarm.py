@@ -80,7 +80,7 @@ with without_gradio():
     from openenv.core.containers.runtime.providers import DockerSwarmProvider
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch.target import EnvTarget
+    from openenv_v1.core.launch.env_target import EnvTarget
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """Open a connected OpenEnv client: a shared server, a launch of one's own, or a base_url.
 
-Four ways, chosen by `EnvTarget`:
+Four ways, chosen by `EnvTarget` (`env_target`; importable from here too, as
+everything here takes one):
 
 - `base_url`: connect to a running server; nothing is launched.
 - `pool` / `pool_url`: lease a server from a `ServerPool` (shared UV-launched
@@ -21,13 +22,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
+from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.leases import PoolClient, PoolLeases
 from openenv_v1.core.launch.plan import launch_failure, launch_plan, launcher_label
 from openenv_v1.core.light_import import generic_client_class
@@ -38,49 +39,6 @@ logger = logging.getLogger(__name__)
 _MAX_REFUSALS = 50
 # Connection failures on leased servers before the rollout gives up.
 _MAX_UNREACHABLE = 3
-
-
-@dataclass(frozen=True)
-class EnvTarget:
-    """Where an episode's environment comes from.
-
-    `base_url` connects to a running server and ignores everything else; `pool`
-    (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
-    another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
-    Hugging Face Space id) is launched for this episode by the launcher `launcher`
-    names: OpenEnv's UV provider by default, Docker with `use_docker`, or the
-    `provider` set (see `plan.PROVIDERS`). `provider_kwargs` are that launcher's
-    options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
-    added to the launched server's environment and never shown.
-    """
-
-    env: str | None = None
-    base_url: str | None = None
-    use_docker: bool = False
-    provider: str | None = None
-    """Where the server runs (`plan.PROVIDERS`); None: `docker` with
-    `use_docker`, else `uv`."""
-    provider_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
-    pool_url: str | None = field(default=None, repr=False)
-    pool: PoolLeases | None = field(default=None, repr=False, compare=False)
-    launch_timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0
-    message_timeout_s: float = 60.0
-    """OpenEnv client's own per-message limit (it raises `TimeoutError`); at least the
-    episode's reset and step timeouts."""
-    web_ui: bool = False
-    """Let a UV-launched server import gradio (OpenEnv's web UI); hidden otherwise."""
-
-    @property
-    def label(self) -> str:
-        return self.base_url or self.env or "<no env>"
-
-    @property
-    def launcher(self) -> str:
-        """The name of the launcher that runs `env`: `provider`, else `docker` with
-        `use_docker`, else `uv`."""
-        return self.provider or ("docker" if self.use_docker else "uv")
 
 
 def http_base(url: str) -> str:

@@ -77,7 +77,7 @@ from openenv_v1.core.openenv_lines import (
 )
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch.target import EnvTarget
+    from openenv_v1.core.launch.env_target import EnvTarget
 
 logger = logging.getLogger(__name__)
 

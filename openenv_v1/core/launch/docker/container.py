@@ -64,7 +64,7 @@ with without_gradio():
     from openenv.core.containers.runtime.providers import LocalDockerProvider
 
 if TYPE_CHECKING:
-    from openenv_v1.core.launch.target import EnvTarget
+    from openenv_v1.core.launch.env_target import EnvTarget
 
 logger = logging.getLogger(__name__)
 

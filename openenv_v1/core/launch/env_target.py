@@ -1,0 +1,61 @@
+"""`EnvTarget`: where an episode's environment comes from, as every launcher reads it.
+
+The value `target.open_env` opens, `plan.launch_plan` picks a launcher for, and each
+place's `*_launch_plan` (UV, Docker, Swarm, cloud) and `ServerPool` read their options
+from. It sits at the bottom of `launch/`, so all of them can name it without
+importing what opens it; `openenv_v1.core.launch.target` imports it too (the
+usual import for callers).
+
+Imports only `leases` (the type of `pool`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from openenv_v1.core.launch.leases import PoolLeases
+
+
+@dataclass(frozen=True)
+class EnvTarget:
+    """Where an episode's environment comes from.
+
+    `base_url` connects to a running server and ignores everything else; `pool`
+    (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
+    another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
+    Hugging Face Space id) is launched for this episode by the launcher `launcher`
+    names: OpenEnv's UV provider by default, Docker with `use_docker`, or the
+    `provider` set (see `plan.PROVIDERS`). `provider_kwargs` are that launcher's
+    options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
+    added to the launched server's environment and never shown.
+    """
+
+    env: str | None = None
+    base_url: str | None = None
+    use_docker: bool = False
+    provider: str | None = None
+    """Where the server runs (`plan.PROVIDERS`); None: `docker` with
+    `use_docker`, else `uv`."""
+    provider_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    pool_url: str | None = field(default=None, repr=False)
+    pool: PoolLeases | None = field(default=None, repr=False, compare=False)
+    launch_timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0
+    message_timeout_s: float = 60.0
+    """OpenEnv client's own per-message limit (it raises `TimeoutError`); at least the
+    episode's reset and step timeouts."""
+    web_ui: bool = False
+    """Let a UV-launched server import gradio (OpenEnv's web UI); hidden otherwise."""
+
+    @property
+    def label(self) -> str:
+        return self.base_url or self.env or "<no env>"
+
+    @property
+    def launcher(self) -> str:
+        """The name of the launcher that runs `env`: `provider`, else `docker` with
+        `use_docker`, else `uv`."""
+        return self.provider or ("docker" if self.use_docker else "uv")

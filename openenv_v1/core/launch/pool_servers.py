@@ -1,0 +1,111 @@
+"""A `ServerPool`'s record of each server it launched, and what it reads about one.
+
+`PooledServer` is one launched server as the pool sees it: its provider, URL, the
+sessions it holds and has accepted, its learned session limit, its memory when it
+came up, and whether a rollout could not reach it (`suspect`). The pool changes
+these under its own lock; nothing here locks. Beside it, what the pool reads about
+the host and a server: available memory (`available_memory`), a server's process
+group's memory (`group_rss`), one `/health` probe (`answers_health`).
+
+Imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+PROBE_WINDOW = 16
+"""Sessions on trial at once on a server whose session limit is not yet known."""
+
+
+@dataclass(eq=False)
+class PooledServer:
+    provider: Any
+    url: str | None = None
+    ready: bool = False
+    capacity: int | None = None
+    """Sessions it accepts at once; None until configured or learned."""
+    leases: set[str] = field(default_factory=set)
+    confirmed: set[str] = field(default_factory=set)
+    """Leases whose session the server accepted (a first request answered)."""
+    rss: int = 0
+    """Resident memory of its process group when it came up, in bytes."""
+    suspect: bool = False
+    """A rollout could not reach it: no new leases while `/health` is probed."""
+
+    def has_room(self) -> bool:
+        if not self.ready or self.suspect:
+            return False
+        if self.capacity is None:
+            # Unknown limit: a few sessions on trial at a time, so a burst does not
+            # pile hundreds of doomed connections onto a server that takes one.
+            return len(self.leases) - len(self.confirmed) < PROBE_WINDOW
+        return len(self.leases) < self.capacity
+
+    def settling(self) -> bool:
+        """Full on paper, but some sessions are not yet accepted or refused: its
+        limit may still turn out higher (refusals lower it to what it accepted)."""
+        return (
+            self.capacity is not None
+            and len(self.leases) >= self.capacity
+            and len(self.confirmed) < len(self.leases)
+        )
+
+    def alive(self) -> bool:
+        return self.provider.running()
+
+
+@dataclass(frozen=True)
+class Lease:
+    server: PooledServer
+    pid: int
+    """The leasing process: its leases are reclaimed once it is gone."""
+
+
+@dataclass
+class LeaseWait:
+    """One lease request's view of how long every server has been full."""
+
+    full_since: float | None = None
+
+
+def available_memory() -> int | None:
+    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def group_rss(provider: Any) -> int:
+    """Resident memory of a server's process group (it is its own session leader),
+    in bytes; 0 when unknown."""
+    pid = getattr(provider, "pid", None)
+    if not pid:
+        return 0
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # Fields after the command name: state ppid pgrp ... rss is field 24.
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            if int(fields[2]) == pid:
+                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return total
+
+
+def answers_health(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether the server at `url` answers `/health` with 200 within `timeout_s`."""
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
+            return http.get(f"{url}/health").status_code == 200
+    except httpx.HTTPError:
+        return False
