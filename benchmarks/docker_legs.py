@@ -28,8 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from openenv_v1.core.launch.docker.container import DockerLaunch, DockerOptions  # noqa: E402
-from openenv_v1.core.launch.docker.image import docker_cli, ensure_env_image  # noqa: E402
+from openenv_v1.core.launch.docker.cli import docker_cli  # noqa: E402
+from openenv_v1.core.launch.docker.container import DockerLaunch  # noqa: E402
+from openenv_v1.core.launch.docker.image import ensure_env_image  # noqa: E402
+from openenv_v1.core.launch.docker.options import DockerOptions  # noqa: E402
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL  # noqa: E402
 
 WORDLE_DOCKERFILE = """\

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from openenv_v1.core.launch.docker.image import BUILD_NETWORK_VAR, DOCKER_VAR
+from openenv_v1.core.launch.docker.build import BUILD_NETWORK_VAR
+from openenv_v1.core.launch.docker.cli import DOCKER_VAR
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests import docker_engine
 from tests.servers import eval_environ

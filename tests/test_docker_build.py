@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from openenv_v1.core.launch.docker.container import DockerLaunch, DockerOptions
+from openenv_v1.core.launch.docker.build import build_args_of
+from openenv_v1.core.launch.docker.container import DockerLaunch
 from openenv_v1.core.launch.docker.context import build_context
-from openenv_v1.core.launch.docker.image import build_args_of, ensure_env_image
+from openenv_v1.core.launch.docker.image import ensure_env_image
+from openenv_v1.core.launch.docker.options import DockerOptions
 from tests import docker_engine
 
 BASE = "ghcr.io/meta-pytorch/openenv-base:latest"

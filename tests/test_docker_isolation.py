@@ -20,9 +20,10 @@ import socket
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, open_env
-from openenv_v1.core.launch.docker.container import DockerLaunch, DockerOptions
+from openenv_v1.core.launch.docker.container import DockerLaunch
 from openenv_v1.core.launch.docker.image import ensure_env_image
 from openenv_v1.core.launch.docker.network import EGRESS, ISOLATED
+from openenv_v1.core.launch.docker.options import DockerOptions
 from openenv_v1.core.launch.docker.reaper import OWNER_LABEL, owner_token
 from tests.real_docker import CODE_ENV, docker_json, labelled, remove_labelled
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from openenv_v1.core import EnvFailure
-from openenv_v1.core.launch.docker.image import (
+from openenv_v1.core.launch.docker.build import (
     build_failure,
     build_lock,
     build_lock_dir,
-    ensure_env_image,
 )
+from openenv_v1.core.launch.docker.image import ensure_env_image
 from openenv_v1.core.launch.docker.reaper import (
     MANAGED_LABEL,
     OWNER_LABEL,

@@ -60,19 +60,11 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.container import (
-    NOBODY,
-    image_user,
-    read_image_options,
-)
+from openenv_v1.core.launch.docker.build import BuildNetwork
+from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
 from openenv_v1.core.launch.docker.gateway import Gateway
-from openenv_v1.core.launch.docker.image import (
-    BuildNetwork,
-    EnvImage,
-    docker_cli,
-    image_for,
-    run_docker,
-)
+from openenv_v1.core.launch.docker.image import EnvImage, image_for, image_user
+from openenv_v1.core.launch.docker.options import NOBODY, read_image_options
 from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.light_import import without_gradio
 

@@ -2,12 +2,23 @@
 
     container.py  DockerLaunch: OpenEnv's Docker provider, extended (loopback ports,
                   limits, no capabilities, an unprivileged user, labels)
-    image.py      the image a launch runs: given, or built from the env's folder
+    options.py    DockerOptions: the Docker keys of provider_kwargs, read and
+                  checked (Swarm's too), and the limits they put on `docker run`
+    image.py      the image a launch runs: given, the Space's, or one built from
+                  the env's folder (tagged by a hash of what it is made of)
+    build.py      `docker build` of that image: arguments, network, one at a time,
+                  a failure that names its step
     context.py    the build context: the env folder or its repository's root
     prune.py      an env folder's old images go when a new one is built
     network.py    the networks containers run on: no egress, no neighbours
     gateway.py    a loopback way in to a Swarm task that publishes nothing
     reaper.py     labels on everything started, and a reaper per owner process
+    cli.py        the `docker` client to run, and `run_docker`
 
-Imports nothing itself; `reaper.py` also runs as a script with no package imports.
+Imports within go down this list's dependencies: `container` -> `options`, `image`,
+`network`, `prune`, `reaper`; `image` -> `build`, `context`; everything that runs
+`docker` -> `cli`. Outside `docker/` only `openenv_v1.core`'s shared modules
+(`errors`, `light_import`, `manifest`, `openenv_lines`) and `launch.env_target` (for
+its type). Imports nothing itself; `reaper.py` also runs as a script with no
+package imports.
 """

@@ -8,18 +8,18 @@ no limits, no labels, and a container nobody removes when its eval dies.
 stop it) and:
 
 - runs the image it picks: `image`, one built from the env folder's Dockerfile
-  (`docker_image`; after a new build the env's older images go, `docker_prune`), or
+  (`image`; after a new build the env's older images go, `prune`), or
   the Space's;
-- hardens it by default: `--cap-drop ALL` (`cap_add` gives some back),
+- hardens it by default (`options`): `--cap-drop ALL` (`cap_add` gives some back),
   `--security-opt no-new-privileges`, a non-root user where the image allows
   (`user`), a pids limit, a memory limit (swap included), optional `cpus` and a
   read-only root;
-- runs it with no egress and no traffic to other containers (`docker_network`): on
+- runs it with no egress and no traffic to other containers (`network`): on
   an internal network, reached at its address there; with `egress`, on a network
   that lets it out, published on `host` only (default 127.0.0.1); or on a `network`
   the user names;
 - labels the container with its owner process and run, and starts the owner's reaper
-  (`docker_reaper`), so the container goes when the owner does, however it ends;
+  (`reaper`), so the container goes when the owner does, however it ends;
 - passes `env_vars` by name only (`-e NAME`, the value in the client's environment), so
   values never show in a command line or an error;
 - notices a container that exits before it is ready and reports its exit code (and an
@@ -42,20 +42,20 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.image import (
-    BuildNetwork,
-    EnvImage,
-    docker_cli,
-    image_for,
-    run_docker,
-)
+from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
+from openenv_v1.core.launch.docker.image import EnvImage, image_for, image_user
 from openenv_v1.core.launch.docker.network import address_on, ensure_network, forget
+from openenv_v1.core.launch.docker.options import (
+    NOBODY,
+    DockerOptions,
+    docker_options,
+    run_limits,
+)
 from openenv_v1.core.launch.docker.prune import prune_env_images
 from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.light_import import without_gradio
@@ -69,81 +69,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 40
-UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
-"""Options of a UV launch that mean nothing to an image with its own command."""
-OptionsT = TypeVar("OptionsT", bound=BaseModel)
-NOBODY = "65534:65534"
-"""The user an image whose own user is root runs as (`user` "auto")."""
 _ROOT_USERS = {"", "root", "0"}
 _needs_root: set[str] = set()
 """Images seen, in this process, to exit before ready as `NOBODY` and run as root."""
-
-
-class DockerOptions(BaseModel):
-    """The Docker keys of `task.user.provider_kwargs`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    image: str | None = None
-    """Image to run (local or from a registry); unset, one is built from
-    `project_path`'s Dockerfile, or the Space's image is run."""
-    tag: str = "latest"
-    """Tag of the Space image (`registry.hf.space/<owner>-<name>:<tag>`)."""
-    project_path: str | None = None
-    """Local env folder whose `server/Dockerfile` (else `Dockerfile`) is built, as
-    `openenv build` builds it, and reused while its files are unchanged."""
-    keep_images: int = Field(3, ge=1)
-    """Images of this env folder kept after a new one is built (older ones built by
-    openenv-v1 are removed, never one a running container uses)."""
-    port: int | None = None
-    """Host port to publish on (with `egress` or `network`); unset, Docker picks a
-    free one."""
-    host: str = "127.0.0.1"
-    """Host address the container's port is published on, with `egress` or
-    `network` (loopback unless set)."""
-    container_port: int = 8000
-    """Port the server listens on inside the container (OpenEnv images: 8000)."""
-    env_vars: dict[str, str] = Field(default_factory=dict)
-    """Environment variables of the server."""
-    memory: str | None = "4g"
-    """Memory limit (`docker run --memory`, swap included); None for none."""
-    pids_limit: int | None = Field(1024, ge=16)
-    """Most processes and threads in the container (stops fork bombs); None for none."""
-    cpus: float | None = Field(None, gt=0)
-    """CPU limit (`docker run --cpus`); unset, none."""
-    read_only: bool = False
-    """Read-only root filesystem, with a writable tmpfs at /tmp (off by default: the
-    non-root default user already cannot write the image's files, and an image that
-    needs root mostly needs it to write them; turn it on for envs that run model
-    code)."""
-    no_new_privileges: bool = True
-    """`--security-opt no-new-privileges`: no setuid escalation inside."""
-    cap_add: list[str] = Field(default_factory=list)
-    """Linux capabilities given back (`--cap-add`, e.g. `["NET_BIND_SERVICE"]`);
-    every other one is dropped (`--cap-drop ALL`)."""
-    user: str = "auto"
-    """Who the server runs as: `auto` (the image's own user when it names one other
-    than root; else uid:gid 65534:65534 with HOME=/tmp, and an image whose server
-    then exits before it is ready is run again as root, with a warning saying the
-    image needs root), `root`, or any `docker run --user` value, used as given."""
-    egress: bool = False
-    """Let the container open connections out (the internet, the LAN, the cloud
-    metadata address). Off: it runs on the internal network `openenv-v1-isolated`,
-    which nothing leaves, and the client reaches the server at the container's
-    address there. On: it runs on `openenv-v1-egress`, its port published on `host`.
-    Either way no container reaches another."""
-    network: str | None = None
-    """An existing Docker network to run on instead (neither created nor removed;
-    the port is published on `host`): its own rules then decide egress and traffic
-    between containers, and `egress` does not apply."""
-    build_network: BuildNetwork | None = None
-    """Network of the image's build: `default` (Docker's build network; RUN steps
-    do not reach this host's loopback services) or `host` (where package registries
-    answer only from the host's network); unset, `$OPENENV_V1_BUILD_NETWORK`, else
-    `default`."""
-    docker_run_args: list[str] = Field(default_factory=list)
-    """Extra `docker run` options, placed before the image (e.g. `["--shm-size",
-    "1g"]`; the network is `egress` or `network`, not a `--network` here)."""
 
 
 class DockerLaunch(LocalDockerProvider):
@@ -253,7 +181,7 @@ class DockerLaunch(LocalDockerProvider):
             argv += ["-p", f"{options.host}:{host_port}:{options.container_port}"]
         for key, value in owner_labels(docker_cli(), self.env).items():
             argv += ["--label", f"{key}={value}"]
-        argv += self._limits() + self._user_args(image)
+        argv += run_limits(options) + self._user_args(image)
         for key in env:
             argv += ["-e", key]  # the value comes from the client's environment
         argv += [*options.docker_run_args, image]
@@ -331,23 +259,6 @@ class DockerLaunch(LocalDockerProvider):
             )
         self.address = f"{address}:{self.options.container_port}"
         return self.address
-
-    def _limits(self) -> list[str]:
-        options = self.options
-        argv = ["--cap-drop", "ALL"]
-        for capability in options.cap_add:
-            argv += ["--cap-add", capability]
-        if options.no_new_privileges:
-            argv += ["--security-opt", "no-new-privileges"]
-        if options.pids_limit is not None:
-            argv += ["--pids-limit", str(options.pids_limit)]
-        if options.memory:
-            argv += ["--memory", options.memory, "--memory-swap", options.memory]
-        if options.cpus is not None:
-            argv += ["--cpus", str(options.cpus)]
-        if options.read_only:
-            argv += ["--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777"]
-        return argv
 
     def _user_args(self, image: str) -> list[str]:
         """`--user` for `user` (see `DockerOptions.user`)."""
@@ -552,48 +463,6 @@ class DockerLaunch(LocalDockerProvider):
         self.stop()
 
 
-def docker_options(target: EnvTarget) -> DockerOptions:
-    """`provider_kwargs` read as `DockerOptions` (see `read_image_options`)."""
-    return read_image_options(
-        DockerOptions, target, "Docker", "task.user.provider_kwargs"
-    )
-
-
-def read_image_options(
-    model: type[OptionsT], target: EnvTarget, launcher: str, where: str
-) -> OptionsT:
-    """`target.provider_kwargs` read as the options `model` of a launcher that runs
-    an image (Docker, Swarm): options of a UV launch are dropped with a warning,
-    anything else unknown or invalid is an `EnvFailure` naming it and the known ones."""
-    from openenv_v1.core.manifest import manifest_defaults
-
-    # The env folder's openenv.yaml declares default limits; options set win.
-    kwargs = {
-        **manifest_defaults(model.model_fields, target.provider_kwargs),
-        **target.provider_kwargs,
-    }
-    ignored = sorted(UV_ONLY_OPTIONS & kwargs.keys())
-    if ignored:
-        logger.warning(
-            "%s launches ignore provider_kwargs %s (the image runs its own command)",
-            launcher,
-            ", ".join(ignored),
-        )
-    for key in ignored:
-        kwargs.pop(key)
-    try:
-        return model(**kwargs)
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'provider_kwargs'}: {err['msg']}"
-            for err in e.errors()
-        )
-        raise EnvFailure(
-            f"bad {launcher} option in {where}: {problems} (known: "
-            f"{', '.join(model.model_fields)})"
-        ) from None
-
-
 def docker_launch_plan(target: EnvTarget) -> tuple[DockerLaunch, dict[str, Any]]:
     """The `DockerLaunch` for `target` and the keyword arguments of its `start()`."""
     assert target.env is not None
@@ -608,12 +477,6 @@ def docker_launch_plan(target: EnvTarget) -> tuple[DockerLaunch, dict[str, Any]]
 
 class _ExitedEarly(Exception):
     """The container exited before its server was ready; `str()` says how."""
-
-
-def image_user(image: str) -> str:
-    """The user the image's config names (`USER`), "" for none or unknown."""
-    result = run_docker("image", "inspect", "--format", "{{.Config.User}}", image)
-    return result.stdout.strip() if result.returncode == 0 else ""
 
 
 def _network_gone(stderr: str) -> bool:

@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.image import docker_cli, run_docker
+from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
 from openenv_v1.core.launch.docker.reaper import owner_labels
 
 GATEWAY_PORT = 8000

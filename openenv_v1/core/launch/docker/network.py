@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.image import run_docker
+from openenv_v1.core.launch.docker.cli import run_docker
 from openenv_v1.core.launch.docker.reaper import MANAGED_LABEL, SHARED_NETWORKS
 
 ISOLATED, EGRESS = SHARED_NETWORKS

@@ -17,7 +17,8 @@ import logging
 import re
 import subprocess
 
-from openenv_v1.core.launch.docker.image import INPUTS_LABEL, docker_cli
+from openenv_v1.core.launch.docker.build import INPUTS_LABEL
+from openenv_v1.core.launch.docker.cli import docker_cli
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ started it (the PID namespace's inode, as `/proc/self/ns/pid` names it)."""
 RUN_LABEL = "org.openenv-v1.run"
 ENV_LABEL = "org.openenv-v1.env"
 SHARED_NETWORKS = ("openenv-v1-isolated", "openenv-v1-egress")
-"""The networks env containers of every owner share (`docker_network`): each reaper
+"""The networks env containers of every owner share (`network`): each reaper
 tries to remove them once its owner is gone (Docker refuses while one is in use)."""
 RUN_ID_VAR = "OPENENV_V1_RUN_ID"
 """Environment variable whose value becomes every container's run label (default: the
