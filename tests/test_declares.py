@@ -16,7 +16,7 @@ import pytest
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 from openenv_v1.core.episode.env_episode import EpisodeLimits, open_episode
 from openenv_v1.core.launch.docker.options import DockerOptions, docker_options
-from openenv_v1.core.launch.swarm import swarm_options
+from openenv_v1.core.launch.swarm.options import swarm_options
 from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.manifest import read_manifest
 from tests.servers import (

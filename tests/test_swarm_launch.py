@@ -33,11 +33,9 @@ from openenv_v1.core.launch.docker.reaper import (
     sweep_orphans,
 )
 from openenv_v1.core.launch.pool import ServerPool
-from openenv_v1.core.launch.swarm import (
-    SwarmOptions,
-    SwarmService,
-    swarm_launch_plan,
-)
+from openenv_v1.core.launch.swarm.options import SwarmOptions
+from openenv_v1.core.launch.swarm.replica import swarm_launch_plan
+from openenv_v1.core.launch.swarm.service import SwarmService
 from tests import docker_engine
 from tests.real_docker import (
     CODE_ENV,

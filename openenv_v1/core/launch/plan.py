@@ -55,7 +55,9 @@ PROVIDERS: dict[str, Launcher] = {
     "docker": Launcher(
         "openenv_v1.core.launch.docker.container", "docker_launch_plan", "Docker"
     ),
-    "swarm": Launcher("openenv_v1.core.launch.swarm", "swarm_launch_plan", "Swarm"),
+    "swarm": Launcher(
+        "openenv_v1.core.launch.swarm.replica", "swarm_launch_plan", "Swarm"
+    ),
     "daytona": Launcher(_CLOUD, "cloud_launch_plan", "Daytona"),
     "modal": Launcher(_CLOUD, "cloud_launch_plan", "Modal"),
     "aca": Launcher(_CLOUD, "cloud_launch_plan", "Azure Container Apps"),

@@ -1,0 +1,193 @@
+"""The servers a `ServerPool` sees of a Swarm service: one `SwarmReplica` per task.
+
+`swarm_launch_plan(target)` (the Swarm place's plan, `plan.PROVIDERS`) returns a
+`SwarmReplica` of this process's service for that target (its image, options and
+server environment), created by the first replica to start. The first creates the
+service with `replicas` tasks; the next ones claim the other tasks; one launched
+while every task is claimed scales the service up by one. With `publish` "local"
+each replica reaches its task through a loopback gateway (`docker.gateway`). The
+last replica stopped removes the service and its network.
+
+Imports `swarm.service`, `swarm.options`, `swarm.tasks` and `docker.cli`,
+`docker.gateway`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.cli import docker_cli
+from openenv_v1.core.launch.docker.gateway import Gateway
+from openenv_v1.core.launch.swarm.options import swarm_options
+from openenv_v1.core.launch.swarm.service import SwarmService
+from openenv_v1.core.launch.swarm.tasks import ENDED, live
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.env_target import EnvTarget
+
+
+class SwarmReplica:
+    """One server of a Swarm service: a task, with the provider face `ServerPool`
+    and `open_env` drive (`start() -> url`, `wait_for_ready()`, `running()`,
+    `stop()`). `stop()` is idempotent; the last replica of a service removes it."""
+
+    def __init__(self, service: SwarmService, key: str) -> None:
+        self.service = service
+        self._key = key
+        self.app_choice = None  # the image runs its own command
+        self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
+        self.servers_at_start = (
+            service.options.replicas if service.options.publish != "ingress" else 1
+        )
+        """Servers a `ServerPool` launches at once: every task, but in ingress mode."""
+        self.start_seconds: float | None = None
+        self.task_id: str | None = None
+        self.gateway: Gateway | None = None
+        """The loopback gateway to its task (`publish` "local")."""
+        self._url: str | None = None
+        self._joined = False
+        self._stopped = False
+        self._started_at = 0.0
+
+    def start(self, **_: object) -> str:
+        """Join the service (creating or scaling it) and claim a task of it; returns
+        that task's base URL (ingress mode: the routing mesh's)."""
+        self._started_at = time.monotonic()
+        if self._stopped:
+            raise EnvFailure("the Swarm launch was stopped")
+        self._joined = True
+        self.service.join(self)
+        if self._stopped:  # stop() ran while it joined
+            if self.service.leave(self):
+                _forget(self._key, self.service)
+                self.service.stop_container()
+            raise EnvFailure("the Swarm launch was stopped")
+        deadline = self._started_at + self.service.launch_timeout_s
+        task = self.service.claim_task(self, deadline)
+        self.task_id = task.id
+        if self.service.options.publish != "local":
+            self._url = self.service.url_of(task)
+            return self._url
+        assert task.address is not None and self.service.image is not None
+        gateway = Gateway.start(
+            self.service.image.image,
+            str(self.service.network),
+            task.address,
+            self.service.options.container_port,
+            env=self.service.env,
+        )
+        self.gateway = gateway
+        if self._stopped:  # stop() ran while the gateway started
+            gateway.stop()
+            raise EnvFailure("the Swarm launch was stopped")
+        self._url = gateway.url
+        return self._url
+
+    def wait_for_ready(
+        self, base_url: str | None = None, timeout_s: float | None = None
+    ) -> None:
+        """Poll `/health` until 200; a task that fails or ends first fails at once
+        with Swarm's error and its log tail."""
+        url = base_url or self._url
+        timeout_s = self.service.launch_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        next_check = time.monotonic() + 1.0
+        with httpx.Client(timeout=2.0, trust_env=False) as http:
+            while True:
+                if self._stopped or url is None or self.task_id is None:
+                    raise EnvFailure("the Swarm launch was not started, or was stopped")
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get(f"{url}/health").status_code == 200:
+                        self.start_seconds = time.monotonic() - self._started_at
+                        return
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + 1.0
+                    task = self.service.task(self.task_id, max_age=0.0)
+                    if task is not None and task.state in ENDED:
+                        raise EnvFailure(self.service.task_failure(task))
+                if time.monotonic() >= deadline:
+                    raise EnvFailure(
+                        f"Swarm task {self.task_id[:12]} of {self.service.name} was "
+                        f"not ready at {url}/health within {timeout_s:.0f}s (raise "
+                        "task.user.launch_timeout_s if it is just slow; in ingress mode "
+                        "the routing mesh needs IPVS in the kernel, else use publish "
+                        "host); its log ends with:\n"
+                        f"{self.service.log_tail(self.task_id)}"
+                    )
+                time.sleep(0.1)
+
+    def running(self) -> bool:
+        """Whether its task runs, as Swarm last said (never blocks)."""
+        if self.task_id is None or self._stopped:
+            return False
+        task = self.service.task(self.task_id)
+        return task is None or live(task)
+
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop serving; the last replica of the service removes it and its network.
+        (A task of a replica stopped earlier keeps running for the others: Swarm
+        replaces it if it died.)"""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.gateway is not None:
+            self.gateway.stop()
+        if self._joined and self.service.leave(self):
+            _forget(self._key, self.service)
+            self.service.stop_container(grace_s)
+
+    def stop_container(self) -> None:
+        self.stop()
+
+
+_services_lock = threading.Lock()
+_services: dict[str, SwarmService] = {}
+"""This process's services, by what they run (env, options, server environment)."""
+
+
+def swarm_launch_plan(target: EnvTarget) -> tuple[SwarmReplica, dict[str, Any]]:
+    """A `SwarmReplica` of this process's service for `target` (created by the first
+    replica to start) and the keyword arguments of its `start()`."""
+    assert target.env is not None
+    options = swarm_options(target)
+    digest = hashlib.sha256()
+    for part in (
+        target.env,
+        options.model_dump_json(),
+        json.dumps(sorted(target.secret_env.items())),
+        docker_cli(),
+        os.environ.get("DOCKER_HOST", ""),
+    ):
+        digest.update(part.encode() + b"\0")
+    key = digest.hexdigest()
+    with _services_lock:
+        service = _services.get(key)
+        if service is None:
+            service = SwarmService(
+                env=target.env,
+                options=options,
+                launch_timeout_s=target.launch_timeout_s,
+                secret_env=target.secret_env,
+            )
+            _services[key] = service
+    return SwarmReplica(service, key), {}
+
+
+def _forget(key: str, service: SwarmService) -> None:
+    with _services_lock:
+        if _services.get(key) is service:
+            del _services[key]
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    return fn()

@@ -1,0 +1,425 @@
+"""One Swarm service per env target in this process: OpenEnv's Swarm provider, extended.
+
+`SwarmService` keeps the shape of OpenEnv's `DockerSwarmProvider` (a service of
+`replicas` tasks of one image, an optional overlay network, removed by
+`stop_container()`) and does what the package docstring lists: the Docker launch's
+image, nothing published by default (an internal overlay network of its own), the
+hardening and limits Swarm has, owner labels on the service, its containers and its
+network, `env_vars` by name only. Its replicas (`replica.SwarmReplica`) `join()` and
+`leave()` it and `claim_task()` a task each; it creates the service for the first,
+scales it up by one for one past its tasks, and reads its tasks (`tasks`) at most
+once a second unless asked for fresh ones.
+
+Imports `swarm.tasks`, `swarm.options` and `launch.docker`'s `cli`, `image`,
+`options` and `reaper`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
+from openenv_v1.core.launch.docker.image import EnvImage, image_for, image_user
+from openenv_v1.core.launch.docker.options import NOBODY
+from openenv_v1.core.launch.docker.reaper import owner_labels
+from openenv_v1.core.launch.swarm.options import SwarmOptions, service_limits
+from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
+from openenv_v1.core.light_import import without_gradio
+
+with without_gradio():
+    from openenv.core.containers.runtime.providers import DockerSwarmProvider
+
+logger = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 40
+_STATE_MAX_AGE_S = 1.0
+
+
+class SwarmService(DockerSwarmProvider):
+    """One Swarm service for one env target in this process, and its tasks; see the
+    module docstring. Thread-safe.
+
+    OpenEnv's constructor runs `docker version` and `docker swarm init` (when Swarm is
+    inactive) through `docker` on PATH; this one asks nothing up front, runs
+    `docker_cli()`, and never initialises a swarm by itself: an inactive one fails
+    the first `join()` saying how to start one."""
+
+    def __init__(
+        self,
+        *,
+        env: str,
+        options: SwarmOptions,
+        launch_timeout_s: float,
+        secret_env: Mapping[str, str],
+    ) -> None:
+        self._service_name: str | None = None
+        self._service_id: str | None = None
+        self._published_port: int | None = None
+        self._overlay_network = options.network
+        self._auto_init_swarm = False
+        self.env = env
+        self.options = options
+        self.launch_timeout_s = launch_timeout_s
+        self._secret_env = dict(secret_env)
+        self.image: EnvImage | None = None
+        self.replicas = options.replicas
+        self._own_network: str | None = None
+        self._lock = threading.RLock()
+        self._created = False
+        self._failure: str | None = None
+        self._removed = False
+        self._claims: dict[object, str | None] = {}
+        """Replica -> the task it serves (None while it waits for one)."""
+        self._tasks: dict[str, SwarmTask] = {}
+        self._tasks_at = 0.0
+        self._refreshing = False
+        self._nodes: dict[str, str] = {}
+        self.user: str | None = None
+        """The user the tasks run as (`--user`), or None for the image's own."""
+        self.egress = (
+            options.publish != "local" if options.egress is None else (options.egress)
+        )
+        if not self.egress and options.publish != "local":
+            raise EnvFailure(
+                f"provider_kwargs.publish {options.publish!r} publishes through a "
+                "network with a way out, so it needs egress: drop egress false, or "
+                'use publish "local" (nothing published, no egress)'
+            )
+
+    @property
+    def name(self) -> str | None:
+        return self._service_name
+
+    # --- the replicas' side ---
+
+    def join(self, replica: object) -> None:
+        """Count `replica` as one of the service's servers: creates the service for
+        the first, scales it up by one for one past its tasks."""
+        with self._lock:
+            if self._failure is not None:
+                raise EnvFailure(self._failure)
+            if self._removed:
+                raise EnvFailure("the Swarm service was removed")
+            self._claims[replica] = None
+            if not self._created:
+                try:
+                    self.start_container("")
+                except EnvFailure as e:
+                    self._failure = str(e)
+                    raise
+                return
+            wanted = len(self._claims)
+            if self.options.publish == "ingress":
+                wanted += self.options.replicas - 1
+            if wanted > self.replicas:
+                self._scale(wanted)
+
+    def leave(self, replica: object) -> bool:
+        """Forget `replica`; True when it was the last (the caller then removes the
+        service)."""
+        with self._lock:
+            self._claims.pop(replica, None)
+            last = not self._claims and not self._removed
+            if last:
+                self._removed = True
+            return last
+
+    def claim_task(self, replica: object, deadline: float) -> SwarmTask:
+        """A running or starting task no other replica serves, with its published
+        port, for `replica`; waits for Swarm to start one until `deadline`."""
+        while True:
+            tasks = self.tasks(max_age=0.0)
+            with self._lock:
+                if self._removed or replica not in self._claims:
+                    raise EnvFailure("the Swarm launch was stopped")
+                # In ingress mode every replica is the one address: none is taken.
+                ingress = self.options.publish == "ingress"
+                local = self.options.publish == "local"
+                taken = set() if ingress else {t for t in self._claims.values() if t}
+                for task in tasks.values():
+                    reachable = task.address if local else (task.port or ingress)
+                    if live(task) and reachable and task.id not in taken:
+                        self._claims[replica] = task.id
+                        return task
+            # Only failures: Swarm has nothing starting that could be claimed.
+            failed = [t for t in tasks.values() if t.state in {"failed", "rejected"}]
+            if failed and not any(live(t) for t in tasks.values()):
+                raise EnvFailure(self.task_failure(failed[-1]))
+            if time.monotonic() >= deadline:
+                raise EnvFailure(
+                    f"Swarm service {self._service_name} ({self._image_ref()}) had no "
+                    f"task with an address within {self.launch_timeout_s:.0f}s "
+                    f"(tasks: {summary(tasks)}); raise "
+                    "task.user.launch_timeout_s if the image is just slow to pull"
+                )
+            time.sleep(0.5)
+
+    def url_of(self, task: SwarmTask) -> str:
+        if self.options.publish == "ingress":
+            return f"http://{self.options.host or '127.0.0.1'}:{self._published_port}"
+        host = self.options.host or self._node_address(task.node)
+        return f"http://{host}:{task.port}"
+
+    def task(self, task_id: str, max_age: float = _STATE_MAX_AGE_S) -> SwarmTask | None:
+        return self.tasks(max_age).get(task_id)
+
+    def tasks(self, max_age: float = _STATE_MAX_AGE_S) -> dict[str, SwarmTask]:
+        """The service's tasks as Swarm last said, refreshed when older than
+        `max_age` (a refresh for `max_age > 0` runs in the background: never
+        blocks)."""
+        with self._lock:
+            stale = time.monotonic() - self._tasks_at >= max_age
+            if not stale:
+                return dict(self._tasks)
+            if max_age > 0:
+                if not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(
+                        target=self._refresh, name="openenv-v1-swarm", daemon=True
+                    ).start()
+                return dict(self._tasks)
+        self._refresh()
+        with self._lock:
+            return dict(self._tasks)
+
+    def task_failure(self, task: SwarmTask) -> str:
+        who = ""
+        if self.user is not None and self.user != "0:0":
+            who = (
+                f" (it ran as user {self.user}: if the image needs root, set "
+                'provider_kwargs.user = "root")'
+            )
+        return (
+            f"Swarm task {task.id[:12]} of service {self._service_name} "
+            f"({self._image_ref()}) is {task.state}: {task.error or 'no error given'}"
+            f"{who}; its log ends with:\n{self.log_tail(task.id)}"
+        )
+
+    @property
+    def network(self) -> str | None:
+        """The network the tasks run on."""
+        return self._own_network or self._overlay_network
+
+    def log_tail(self, task_id: str, lines: int = LOG_TAIL_LINES) -> str:
+        result = run_docker(
+            "service", "logs", "--raw", "--tail", str(lines), task_id, timeout=15
+        )
+        return (result.stdout + result.stderr).strip()
+
+    # --- OpenEnv's provider methods, extended ---
+
+    def _ensure_swarm_initialized(self) -> None:
+        result = run_docker("info", "--format", "{{.Swarm.LocalNodeState}}")
+        state = result.stdout.strip() or "unknown"
+        if result.returncode != 0 or state != "active":
+            raise EnvFailure(
+                f"Docker Swarm is not active on this engine (state {state}; "
+                f"{result.stderr.strip() or 'docker info answered'}): run `docker "
+                "swarm init --advertise-addr <this host's address>` (127.0.0.1 for a "
+                "one-node swarm), or join a swarm as a manager, or pick another "
+                "provider"
+            )
+
+    def _ensure_overlay_network(self, network: str) -> None:
+        labels = owner_labels(docker_cli(), self.env)
+        argv = ["network", "create", "--driver", "overlay", "--attachable"]
+        if not self.egress:
+            argv.append("--internal")
+        for key, value in labels.items():
+            argv += ["--label", f"{key}={value}"]
+        result = run_docker(*argv, network)
+        if result.returncode != 0:
+            raise EnvFailure(
+                f"cannot create the overlay network {network} for the Swarm service: "
+                f"{(result.stderr or result.stdout).strip()}"
+            )
+        self._own_network = network
+
+    def start_container(
+        self,
+        image: str,
+        port: int | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Create the service (its image found or built first, `image` ignored) and
+        its own network; returns "" (no task has an address yet: see `url_of`)."""
+        self._ensure_swarm_initialized()
+        self.image = image_for(
+            self.env,
+            self.options.image,
+            self.options.project_path,
+            self.options.tag,
+            self.options.build_network,
+        )
+        name = self._generate_service_name(self.image.image).replace("_", "-")
+        self._service_name = f"{name[-40:].lstrip('-.')}-{secrets.token_hex(3)}"
+        if self._overlay_network is None:
+            self._ensure_overlay_network(f"{self._service_name}-net")
+        argv, env = self.create_args(self.image, env_vars)
+        self._created = True
+        result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
+        if result.returncode != 0:
+            raise EnvFailure(
+                f"`docker service create ... {self.image.image}` failed (exit "
+                f"{result.returncode}): {(result.stderr or result.stdout).strip()}"
+            )
+        self._service_id = result.stdout.strip().splitlines()[-1]
+        if self.options.publish == "ingress":
+            self._published_port = self._ingress_port()
+        logger.info(
+            "%s: Swarm service %s of %s, %d task(s), %s-mode publishing",
+            self.env,
+            self._service_name,
+            self.image.image,
+            self.replicas,
+            self.options.publish,
+        )
+        return ""
+
+    def create_args(
+        self, image: EnvImage, env_vars: Mapping[str, str] | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The `docker service create` arguments (after `docker`) and the environment
+        they read the server's variables from (by name: values never on argv)."""
+        options = self.options
+        assert self._service_name is not None
+        network = self._own_network or self._overlay_network
+        env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
+        argv = ["service", "create", "--detach", "--quiet", "--init"]
+        argv += ["--name", self._service_name, "--replicas", str(self.replicas)]
+        argv += ["--network", str(network)]
+        if options.publish == "local":
+            # Reached at each task's address: no virtual IP (which needs IPVS).
+            argv += ["--endpoint-mode", "dnsrr"]
+        elif options.publish == "host":
+            argv += ["--endpoint-mode", "dnsrr"]
+            argv += ["--publish", f"mode=host,target={options.container_port}"]
+        else:
+            published = f"published={options.port}," if options.port else ""
+            argv += ["--publish", f"{published}target={options.container_port}"]
+        for key, value in owner_labels(docker_cli(), self.env).items():
+            argv += ["--label", f"{key}={value}", "--container-label", f"{key}={value}"]
+        argv += service_limits(options) + self._user_args(image)
+        argv += ["--stop-grace-period", f"{math.ceil(options.stop_grace_s)}s"]
+        if image.source != "image setting":
+            argv.append("--no-resolve-image")  # built or named here: no registry
+        for key in env:
+            argv += ["--env", key]  # the value comes from the client's environment
+        argv += [*options.service_args, image.image]
+        return argv, env
+
+    def _user_args(self, image: EnvImage) -> list[str]:
+        chosen = self.options.user
+        if chosen == "root":
+            self.user = "0:0"
+        elif chosen != "auto":
+            self.user = chosen
+        elif image_user(image.image).partition(":")[0] in {"", "root", "0"}:
+            self.user = NOBODY
+            return ["--user", NOBODY, "--env", "HOME=/tmp"]
+        else:
+            self.user = None  # the image names a user of its own
+            return []
+        return ["--user", self.user]
+
+    def _ingress_port(self) -> int:
+        result = run_docker(
+            "service",
+            "inspect",
+            "--format",
+            "{{json .Endpoint.Ports}}",
+            self._service_id or "",
+        )
+        with contextlib.suppress(ValueError, TypeError):
+            for entry in json.loads(result.stdout) or []:
+                if entry.get("TargetPort") == self.options.container_port:
+                    return int(entry["PublishedPort"])
+        raise EnvFailure(
+            f"Swarm service {self._service_name} publishes no port for "
+            f"{self.options.container_port}: {result.stderr.strip() or result.stdout}"
+        )
+
+    def _scale(self, replicas: int) -> None:
+        result = run_docker(
+            "service",
+            "update",
+            "--detach",
+            "--quiet",
+            "--replicas",
+            str(replicas),
+            self._service_id or "",
+        )
+        if result.returncode != 0:
+            raise EnvFailure(
+                f"cannot scale Swarm service {self._service_name} to {replicas} "
+                f"tasks: {(result.stderr or result.stdout).strip()}"
+            )
+        self.replicas = replicas
+        logger.info("Swarm service %s scaled to %d tasks", self._service_name, replicas)
+
+    def stop_container(self, grace_s: float | None = None) -> None:
+        """Remove the service, wait (up to its stop grace period and 20 s) for its
+        containers on this node to go, then remove its own network (Docker refuses
+        while containers are attached; the owner's reaper retries)."""
+        with self._lock:
+            self._removed = True
+            service_id = self._service_id
+            target = service_id or self._service_name
+            network, self._own_network = self._own_network, None
+        if target is not None:
+            run_docker("service", "rm", target, timeout=60)
+        grace = self.options.stop_grace_s if grace_s is None else grace_s
+        deadline = time.monotonic() + grace + 20.0
+        label = f"label=com.docker.swarm.service.id={service_id}"
+        while service_id is not None and time.monotonic() < deadline:
+            left = run_docker("ps", "-aq", "--filter", label)
+            if left.returncode != 0 or not left.stdout.strip():
+                break
+            time.sleep(0.3)
+        while network is not None:
+            if run_docker("network", "rm", network).returncode == 0:
+                return
+            if time.monotonic() >= deadline:
+                logger.warning(
+                    "Swarm network %s is still in use; its owner's reaper removes it",
+                    network,
+                )
+                return
+            time.sleep(0.3)
+
+    def wait_for_ready(self, base_url: str, timeout_s: float = 30.0) -> None:
+        raise NotImplementedError("SwarmReplica.wait_for_ready waits on one task")
+
+    # --- internals ---
+
+    def _refresh(self) -> None:
+        try:
+            tasks = read_tasks(self._service_id, self.network, self.options)
+            with self._lock:
+                self._tasks = tasks
+        finally:
+            with self._lock:
+                self._tasks_at = time.monotonic()
+                self._refreshing = False
+
+    def _node_address(self, node: str) -> str:
+        if node not in self._nodes:
+            result = run_docker("node", "inspect", "--format", "{{.Status.Addr}}", node)
+            address = result.stdout.strip()
+            if result.returncode != 0 or not address or address == "0.0.0.0":
+                address = "127.0.0.1"
+            self._nodes[node] = address
+        return self._nodes[node]
+
+    def _image_ref(self) -> str:
+        return self.image.image if self.image else "?"
