@@ -3,19 +3,33 @@
 From an `EnvTarget` to a connected OpenEnv client whose server (if one was started)
 stops with the caller's exit stack:
 
-    target.py         EnvTarget, open_env: base_url, a pooled server's session, or a
-                      launch of one's own
+    target.py         open_env: base_url, a pooled server's session, or a launch of
+                      one's own
     plan.py           launch_plan: which launcher serves a target (UV, Docker,
                       `provider`)
-    uv.py             OpenEnv's UV provider, extended to own its process tree
-    docker/           containers on this host: the container, its image, build
-                      context, old images, networks, the Swarm gateway, the reaper
-    swarm.py          a Swarm service's tasks as servers
+    uv.py             OpenEnv's UV provider, extended to own its process tree;
+                      uv_prepared.py (the project's prepared environment),
+                      uv_diagnosis.py (what a crashed server's output says)
+    docker/           containers on this host: the container, its options, image,
+                      build and build context, old images, networks, the Swarm
+                      gateway, the reaper, the `docker` client
+    swarm/            a Swarm service's tasks as servers: options, service, tasks,
+                      replicas
     cloud.py          OpenEnv's cloud sandbox providers behind the launcher face
-    pool.py           ServerPool: servers launched once and leased by many rollouts
+    pool.py           ServerPool: servers launched once and leased by many rollouts;
+                      pool_servers.py (its record of each server)
+    leases.py         both ends of a lease: in process, and over the pool's endpoint
+    env_target.py     EnvTarget: where an episode's environment comes from
     env_project.py    what an env folder's files say about serving it
     server_env.py     what an env server's process may see (its environment)
     process_group.py  a process group and a parent-death signal per child
+
+Imports follow the tree, top to bottom, at module and function level alike:
+`target` -> `plan` -> the places (`uv`, `docker.container`, `swarm.replica`,
+`cloud`, imported by name when a target asks for one); `pool` -> `plan`, `leases`,
+`pool_servers`; `env_target` and `leases`, `env_project`, `server_env` and
+`process_group` at the bottom. Nothing below `target` imports it; the places name
+`EnvTarget` for its type only. No circle.
 
 May import `openenv_v1.core`'s shared modules (`errors`, `openenv_lines`,
 `light_import`, `local_http`, `manifest`, `http_client`) and OpenEnv; never
