@@ -55,21 +55,16 @@ import httpx
 
 from openenv_v1.cli.hints import hint_for
 from openenv_v1.core.episode.actions import InvalidAction, parse_action
-from openenv_v1.core.episode.env_episode import env_source_dir
+from openenv_v1.core.episode.env_source import env_source_dir, read_reset_params
 from openenv_v1.core.episode.images import find_images
 from openenv_v1.core.episode.mcp_route import (
     SessionRpcClient,
     locked_core_version,
     route_mcp_steps,
 )
-from openenv_v1.core.episode.render import shows_nothing, task_from_state
-from openenv_v1.core.episode.schema import (
-    ActionSpec,
-    fetch_action_spec,
-    read_reset_params,
-    relist_tools,
-)
+from openenv_v1.core.episode.schema import ActionSpec, fetch_action_spec, relist_tools
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
+from openenv_v1.core.episode.view import shows_nothing, task_from_state
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -78,8 +73,9 @@ from openenv_v1.core.errors import (
     server_error_details,
     server_error_message,
 )
+from openenv_v1.core.http_client import http_base
 from openenv_v1.core.launch.plan import launcher_label
-from openenv_v1.core.launch.target import EnvTarget, http_base, open_env
+from openenv_v1.core.launch.target import EnvTarget, open_env
 from openenv_v1.core.manifest import ManifestError, read_manifest
 from openenv_v1.core.tasks import read_task_api
 

@@ -95,14 +95,6 @@ class EnvTarget:
         return self.provider or ("docker" if self.use_docker else "uv")
 
 
-def http_base(url: str) -> str:
-    """The HTTP base of a server URL OpenEnv may report as ws:// or wss://."""
-    for ws, http in (("ws://", "http://"), ("wss://", "https://")):
-        if url.startswith(ws):
-            return http + url[len(ws) :]
-    return url.rstrip("/")
-
-
 async def open_env(
     target: EnvTarget,
     stack: contextlib.AsyncExitStack,
