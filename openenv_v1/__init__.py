@@ -28,8 +28,9 @@ if TYPE_CHECKING:
         OpenEnvUserConfig,
     )
     from openenv_v1.vf02.harness import OpenEnvHarness
+    from openenv_v1.vf02.state import OpenEnvState
     from openenv_v1.vf02.taskset import OpenEnvTask, OpenEnvTaskset
-    from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
+    from openenv_v1.vf02.user import OpenEnvData, OpenEnvUser
 
 _HOMES = {
     "OpenEnvConfig": "openenv_v1.vf02.config",
@@ -39,7 +40,7 @@ _HOMES = {
     "OpenEnvTaskset": "openenv_v1.vf02.taskset",
     "OpenEnvData": "openenv_v1.vf02.user",
     "OpenEnvHarness": "openenv_v1.vf02.harness",
-    "OpenEnvState": "openenv_v1.vf02.user",
+    "OpenEnvState": "openenv_v1.vf02.state",
     "OpenEnvUser": "openenv_v1.vf02.user",
 }
 

@@ -19,9 +19,9 @@ from typing import Any, Self
 from pydantic import BaseModel, Field, model_validator
 
 from openenv_v1.core import EpisodeLimits
-from openenv_v1.core.episode.env_episode import RewardMode
 from openenv_v1.core.episode.render import ObservationFormat
 from openenv_v1.core.episode.replies import REASONING_DELIMITERS
+from openenv_v1.core.episode.report import RewardMode
 from openenv_v1.core.manifest import Manifest, credentials_error
 
 

@@ -76,7 +76,7 @@ from openenv_v1.core import (
     open_episode,
 )
 from openenv_v1.core.episode import env_episode as episode_module
-from openenv_v1.core.episode.schema import read_reset_params
+from openenv_v1.core.episode.env_source import read_reset_params
 from openenv_v1.core.launch import uv as uv_launch
 from openenv_v1.core.launch.target import open_env
 from tests.servers import (
@@ -559,7 +559,7 @@ def test_reset_params_are_read_once_then_looked_at_again_after_a_while(
 ):
     """Each episode asks; the folder's files are walked again only after
     `RESET_PARAMS_RECHECK_S`, and an edit is then seen."""
-    from openenv_v1.core.episode import schema
+    from openenv_v1.core.episode import env_source
 
     source = tmp_path / "env.py"
     env = "from openenv.core.env_server import Environment\n\nclass Env(Environment):\n"
@@ -568,6 +568,6 @@ def test_reset_params_are_read_once_then_looked_at_again_after_a_while(
     assert first is not None and first.names == {"seed"}
     source.write_text(env + "    def reset(self, seed=None, level=1): ...\n")
     assert read_reset_params(tmp_path) is first  # within the recheck window
-    monkeypatch.setattr(schema, "RESET_PARAMS_RECHECK_S", 0.0)
+    monkeypatch.setattr(env_source, "RESET_PARAMS_RECHECK_S", 0.0)
     edited = read_reset_params(tmp_path)
     assert edited is not None and edited.names == {"seed", "level"}

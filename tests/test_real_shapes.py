@@ -16,7 +16,7 @@ from openenv_v1.cli.check import CheckOptions, CheckReport, run_check
 from openenv_v1.cli.check_text import render_report
 from openenv_v1.cli.hints import hint_for
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.episode.render import render_action_format
+from openenv_v1.core.episode.action_format import render_action_format
 from openenv_v1.core.episode.schema import ActionSpec
 from tests.envs.real_shapes import (
     OUTPUT_TAIL,

@@ -6,16 +6,18 @@ import json
 import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.episode.render import (
+from openenv_v1.core.episode.action_format import (
     MAX_TOOL_LIST_CHARS,
-    ObservationRenderer,
-    metadata_shown,
     render_action_format,
     render_invalid,
+)
+from openenv_v1.core.episode.render import (
+    ObservationRenderer,
     render_observation,
     render_opening,
 )
 from openenv_v1.core.episode.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool
+from openenv_v1.core.episode.view import metadata_shown
 
 SPEC = ActionSpec(
     {

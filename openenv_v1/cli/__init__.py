@@ -215,13 +215,8 @@ def _usage_error(command: str, message: str) -> NoReturn:
 
 def _check(args: argparse.Namespace) -> int:
     # openenv is imported here, not at start-up: `--help` and `demo` stay quick.
-    from openenv_v1.cli.check import (
-        CheckOptions,
-        CheckReport,
-        Failure,
-        describe_target,
-        run_check,
-    )
+    from openenv_v1.cli.check import CheckOptions, CheckReport, run_check
+    from openenv_v1.cli.check_report import Failure, describe_target
     from openenv_v1.cli.check_text import render_report
 
     target = _target(args)

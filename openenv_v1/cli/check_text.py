@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from openenv_v1.cli.check import CheckReport
+from openenv_v1.cli.check_report import CheckReport
 from openenv_v1.core.episode.mcp_route import RPC_ROUTE_NOTE
-from openenv_v1.core.episode.render import metadata_shown
+from openenv_v1.core.episode.view import metadata_shown
 
 _WIDTH = 12
 _OBSERVATION_CHARS = 400

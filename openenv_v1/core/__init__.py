@@ -29,12 +29,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from openenv_v1.core.episode.env_episode import (
-        EnvEpisode,
-        EpisodeLimits,
-        EpisodeReport,
-        open_episode,
-    )
+    from openenv_v1.core.episode.env_episode import EnvEpisode, open_episode
+    from openenv_v1.core.episode.report import EpisodeLimits, EpisodeReport
     from openenv_v1.core.episode.schema import ActionSpec
     from openenv_v1.core.errors import EnvFailure
     from openenv_v1.core.launch.target import EnvTarget, open_env
@@ -44,8 +40,8 @@ _HOMES = {
     "EnvEpisode": "openenv_v1.core.episode.env_episode",
     "EnvFailure": "openenv_v1.core.errors",
     "EnvTarget": "openenv_v1.core.launch.target",
-    "EpisodeLimits": "openenv_v1.core.episode.env_episode",
-    "EpisodeReport": "openenv_v1.core.episode.env_episode",
+    "EpisodeLimits": "openenv_v1.core.episode.report",
+    "EpisodeReport": "openenv_v1.core.episode.report",
     "open_env": "openenv_v1.core.launch.target",
     "open_episode": "openenv_v1.core.episode.env_episode",
 }

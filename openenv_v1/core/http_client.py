@@ -1,5 +1,5 @@
 """The HTTP clients the core opens (action schema, pool leases): one TLS context per
-process.
+process; and a server's HTTP base (`http_base`) from the URL its client reports.
 
 httpx builds a new TLS context for every client it creates, loading the CA bundle
 (about 20 ms of CPU), even for plain-HTTP loopback URLs. An eval opens one or more
@@ -25,9 +25,17 @@ def shared_tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def http_base(url: str) -> str:
+    """The HTTP base of a server URL OpenEnv may report as ws:// or wss://."""
+    for ws, http in (("ws://", "http://"), ("wss://", "https://")):
+        if url.startswith(ws):
+            return http + url[len(ws) :]
+    return url.rstrip("/")
+
+
 def async_client(timeout: float | httpx.Timeout | None) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` with the process's shared TLS context."""
     return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=shared_tls())
 
 
-__all__ = ["async_client", "shared_tls"]
+__all__ = ["async_client", "http_base", "shared_tls"]

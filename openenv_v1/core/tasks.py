@@ -198,7 +198,8 @@ def list_launched(target: Any, list_tasks: Any) -> Any:
     """Launch `target` (an `EnvTarget`) once, call `list_tasks(base_url)` on it, and
     stop it; for a taskset whose env has no server yet. Runs on a thread of its own,
     so it works from inside a running event loop too."""
-    from openenv_v1.core.launch.target import http_base, open_env
+    from openenv_v1.core.http_client import http_base
+    from openenv_v1.core.launch.target import open_env
 
     async def launch_and_list() -> Any:
         async with contextlib.AsyncExitStack() as stack:
@@ -357,7 +358,7 @@ def taskset_tasks(
     an env that has no tasks: a `base_url`, an env whose local source defines
     `list_splits`, or `split` set. A Space or image without `split` keeps its
     `resets` (default one empty reset)."""
-    from openenv_v1.core.episode.env_episode import env_source_dir
+    from openenv_v1.core.episode.env_source import env_source_dir
 
     def plan(api: TaskApi | None) -> tuple[list[PlannedTask], TaskSource]:
         return plan_tasks(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from openenv_v1.core import EpisodeReport
 
 if TYPE_CHECKING:
-    from openenv_v1.vf02.user import OpenEnvState
+    from openenv_v1.vf02.state import OpenEnvState
 
 
 def mirror(report: EpisodeReport, state: OpenEnvState) -> None:

@@ -17,7 +17,7 @@ from typing import Self
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
-from openenv_v1.core.episode.env_episode import ToolCalls
+from openenv_v1.core.episode.report import ToolCalls
 from openenv_v1.core.launch.plan import ProviderName
 from openenv_v1.settings import EpisodeSettings, TaskSettings
 

@@ -55,7 +55,8 @@ from openenv_v1.vf02.simulator.slots import (
     default_alive,
     default_starting,
 )
-from openenv_v1.vf02.user import OpenEnvData, OpenEnvState, OpenEnvUser
+from openenv_v1.vf02.state import OpenEnvState
+from openenv_v1.vf02.user import OpenEnvData, OpenEnvUser
 
 logger = logging.getLogger(__name__)
 

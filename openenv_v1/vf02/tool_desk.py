@@ -43,7 +43,7 @@ from openenv_v1.vf02.account import absorb_invalid, mirror
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
 
-    from openenv_v1.vf02.user import OpenEnvState
+    from openenv_v1.vf02.state import OpenEnvState
 
 DESK_PATH = "call"
 """The desk's one path: POST `{"name", "arguments"}`, answered with `encode_turn`."""

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
+from openenv_v1.vf02.state import OpenEnvState
 from openenv_v1.vf02.tool_desk import check_desk_address, error_result, tool_result
-from openenv_v1.vf02.user import OpenEnvState
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult

@@ -53,13 +53,14 @@ from openenv_v1.core import (
     EpisodeReport,
     open_episode,
 )
-from openenv_v1.core.episode.env_episode import ToolCalls
+from openenv_v1.core.episode.report import ToolCalls
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.errors import describe, setup_failure
 from openenv_v1.core.tasks import reset_kwargs
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.simulator.forks import simulator_pid
+from openenv_v1.vf02.state import OpenEnvState
 from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
 
 logger = logging.getLogger(__name__)
@@ -82,42 +83,6 @@ class OpenEnvData(vf.TaskData):
     """The env's own spec of the task (Task API): for the trace, never the model."""
     tool_calls: ToolCalls = "text"
     """How the model acts: replies written as text, or native tool calls."""
-
-
-class OpenEnvState(vf.State):
-    reward: float = 0.0
-    """Sum of the step rewards so far (with the reset's)."""
-    step_rewards: list[float | None] = []
-    """Each step's reward as the env gave it (None: none)."""
-    reset_reward: float | None = None
-    reward_mode: str = "sum"
-    rewards_outside: int = 0
-    """Step rewards outside the env's declared range."""
-    done: bool = False
-    steps: int = 0
-    invalid_actions: int = 0
-    invalid_streak: int = 0
-    """Invalid actions in a row (native tool calling also counts them in the eval)."""
-    stop_reason: str | None = None
-    """`done`, `invalid_actions` or `error` once the episode is over."""
-    error: str | None = None
-    signals: dict[str, float] = {}
-    reset_s: float | None = None
-    """Wall seconds of the reset, as the simulator's client saw it."""
-    step_s: list[float] = []
-    """Wall seconds of each answered step, in order."""
-    tools: list[dict[str, Any]] | None = None
-    """Native tool calling: the model's tools (`name`, `description`,
-    `input_schema`), left by the simulator after reset (None in text mode)."""
-    tool_desk: str | None = None
-    """Native tool calling: the address of the simulator's desk (`open_desk`: its
-    socket and token), where the eval's tool server forwards the calls."""
-    turn: int = 0
-    """Native tool calling: model turns so far, stamped before each model call (the
-    simulator tells a retried call from a new one by it)."""
-    simulator_pid: int | None = None
-    """The simulator process verifiers started for this rollout, left by its first
-    reply: the eval holds its simulator slot until that process is gone."""
 
 
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):

@@ -22,8 +22,8 @@ rule, in order (docs/replies.md):
 Checking first coerces values as the env's pydantic model would in lax mode
 (`"3"` for an integer, `"true"` for a boolean: `pydantic.TypeAdapter`), then
 validates against the live JSON schema (and a tool's input schema). The validator
-resolves only references inside the schema (its own empty `referencing.Registry`):
-a remote `$ref` is an error, never a fetch.
+resolves only references inside the schema (`schema_check.NO_REMOTE`, an empty
+`referencing.Registry`): a remote `$ref` is an error, never a fetch.
 
 With native tool calling the model's call arrives structured (`call_to_action`), or
 as text when the server parsed no call (`text_tool_call`); both are checked the same
@@ -40,7 +40,6 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import TypeAdapter, ValidationError
-from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from openenv_v1.core.episode.replies import (
@@ -56,6 +55,7 @@ from openenv_v1.core.episode.replies import (
     whole_object,
 )
 from openenv_v1.core.episode.schema import ACT_TOOL, ActionSpec
+from openenv_v1.core.episode.schema_check import NO_REMOTE
 
 Delimiters = tuple[tuple[str, str], ...]
 
@@ -186,13 +186,12 @@ def _as_tool_call(candidate: dict[str, Any], spec: ActionSpec) -> dict[str, Any]
 
 # Validators by schema object: building one costs more than a local step.
 _validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
-_NO_REMOTE: Registry = Registry()
 
 
 def _validator(schema: dict[str, Any]) -> Draft202012Validator:
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:
-        validator = Draft202012Validator(schema, registry=_NO_REMOTE)
+        validator = Draft202012Validator(schema, registry=NO_REMOTE)
         cached = _validators[id(schema)] = (schema, validator)
     return cached[1]
 

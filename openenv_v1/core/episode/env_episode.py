@@ -13,13 +13,16 @@
 - every reset and step result is validated as it arrives (`frames.read_frame`: an
   object, a finite reward, ...); a malformed one ends the episode, the fault named,
   and so does any error nothing here foresaw (never a raw exception);
-- the step reward is added to `report.reward` as it arrives, so what was earned stays
-  known whatever happens next;
+- the step reward is added to `report.reward` as it arrives (`report.EpisodeReport`),
+  so what was earned stays known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
   call, or a session the server closed between calls, ends the episode rather than
   letting the client reconnect to a fresh session;
 - a reset kwarg the env's `reset` does not take (OpenEnv drops it silently) is logged
-  once per key, when the env's source is at hand to tell (`read_reset_params`).
+  once per key, when the env's source is at hand to tell
+  (`env_source.read_reset_params`).
+
+`open_episode` is the episode wing's one call into `core.launch` (`open_env`).
 """
 
 from __future__ import annotations
@@ -28,11 +31,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import (
     AsyncRetrying,
@@ -41,35 +42,36 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from openenv_v1.core.episode.action_format import (
+    render_action_format,
+    render_invalid_end,
+    render_no_tool_call,
+    render_tool_failed,
+)
 from openenv_v1.core.episode.actions import (
     InvalidAction,
     call_to_action,
     parse_action,
     text_tool_call,
 )
+from openenv_v1.core.episode.env_source import (
+    ResetParams,
+    env_source_dir,
+    read_reset_params,
+)
 from openenv_v1.core.episode.frames import Frame, read_frame
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
-from openenv_v1.core.episode.render import (
-    ObservationFormat,
-    render_action_format,
-    render_invalid_end,
-    render_no_tool_call,
-    render_tool_failed,
-    shows_nothing,
-    task_from_state,
-    tool_error,
-)
-from openenv_v1.core.episode.replies import REASONING_DELIMITERS
+from openenv_v1.core.episode.render import ObservationFormat
+from openenv_v1.core.episode.report import EpisodeLimits, EpisodeReport, ToolCalls
 from openenv_v1.core.episode.schema import (
     ActionSpec,
-    ResetParams,
     fetch_action_spec,
-    read_reset_params,
     relist_tools,
     tools_in,
 )
 from openenv_v1.core.episode.step_errors import env_is_broken, illegal_action
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
+from openenv_v1.core.episode.view import shows_nothing, task_from_state, tool_error
 from openenv_v1.core.errors import (
     EnvFailure,
     clear_error_frame,
@@ -80,120 +82,13 @@ from openenv_v1.core.errors import (
     server_error_details,
     server_error_message,
 )
-from openenv_v1.core.launch.target import EnvTarget, http_base, open_env
+from openenv_v1.core.http_client import http_base
+from openenv_v1.core.launch.target import open_env
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.target import EnvTarget
 
 logger = logging.getLogger(__name__)
-
-StopReason = Literal["done", "invalid_actions", "error"]
-RewardMode = Literal["sum", "last"]
-"""How an episode's reward comes from its steps' rewards: their sum, or the last one
-the env gave (OpenEnv's harness's contract)."""
-ToolCalls = Literal["text", "native"]
-"""How the model acts: a reply written as text, or native tool calls."""
-
-
-@dataclass(frozen=True)
-class EpisodeLimits:
-    reset_timeout_s: float = 60.0
-    step_timeout_s: float = 60.0
-    max_invalid_actions: int = 3
-    """Consecutive invalid actions that end the episode."""
-    capacity_wait_s: float = 30.0
-    """How long reset retries (with backoff) a server at capacity."""
-    episode_timeout_s: float | None = None
-    """Wall seconds from the reset on after which no more steps are taken (the
-    episode fails, naming the budget); None: no budget."""
-    reward: RewardMode = "sum"
-    reward_range: tuple[float, float] | None = None
-    """The range the env declares its rewards in (openenv.yaml); a reward outside it
-    is counted in `EpisodeReport.rewards_outside`."""
-    reasoning_delimiters: tuple[tuple[str, str], ...] = REASONING_DELIMITERS
-    """Tags of reasoning blocks, never read as the action (`core/episode/replies.py`)."""
-
-
-@dataclass
-class EpisodeReport:
-    """The running account of an episode; everything here survives a failure."""
-
-    reward: float = 0.0
-    steps: int = 0
-    invalid_actions: int = 0
-    invalid_streak: int = 0
-    done: bool = False
-    stop_reason: StopReason | None = None
-    error: str | None = None
-    signals: dict[str, float] = field(default_factory=dict)
-    """Named reward signals the env reported on its last step (observation metadata)."""
-    reset_s: float | None = None
-    """Wall seconds the reset took, as the client saw it (request and server work)."""
-    step_s: list[float] = field(default_factory=list)
-    """Wall seconds of each answered step, in order, as the client saw them."""
-    step_rewards: list[float | None] = field(default_factory=list)
-    """Each answered step's reward as the env gave it (None: it gave none)."""
-    reward_mode: RewardMode = "sum"
-    rewards_outside: int = 0
-    """Step rewards outside the env's declared range (`EpisodeLimits.reward_range`)."""
-
-    reset_reward: float | None = None
-    """The reward the reset gave, if any."""
-
-    @property
-    def scored(self) -> bool:
-        """Whether the env gave a reward at all (on a step or on the reset). An
-        unscored episode's reward is None, never 0.0; but invalid actions that ran
-        out are the model's failure and score what was earned (0.0 if nothing)."""
-        given = [self.reset_reward, *self.step_rewards]
-        return self.stop_reason == "invalid_actions" or any(
-            r is not None for r in given
-        )
-
-    def final_reward(self) -> float | None:
-        """The episode's reward by `reward_mode`: the sum of the step rewards, or
-        the last one given; None when the env gave none."""
-        if not self.scored:
-            return None
-        if self.reward_mode == "last":
-            given = [r for r in self.step_rewards if r is not None]
-            return given[-1] if given else self.reward
-        return self.reward
-
-    def fail(self, message: str) -> None:
-        self.done, self.stop_reason, self.error = True, "error", message
-
-    def info(self) -> dict[str, Any]:
-        """The account as the trace's `info["openenv"]` shows it: reward, steps,
-        invalid actions, stop reason, and the named signals when there are any."""
-        info: dict[str, Any] = {
-            "reward": self.final_reward(),
-            "reward_mode": self.reward_mode,
-            "step_rewards": list(self.step_rewards),
-            "steps": self.steps,
-            "invalid_actions": self.invalid_actions,
-            "stop_reason": self.stop_reason,
-        }
-        if self.signals:
-            info["signals"] = dict(self.signals)
-        if self.rewards_outside:
-            info["rewards_outside_range"] = self.rewards_outside
-        return info
-
-    def timing(self) -> dict[str, Any]:
-        """How long the env took, as the trace's `info["openenv_timing"]` shows it:
-        `reset_s` and each step's `step_s`, in milliseconds' precision."""
-        return {
-            "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
-            "step_s": [round(t, 4) for t in self.step_s],
-        }
-
-    def count_invalid(self, limit: int) -> int:
-        """Count one invalid action and return how many more in a row end the
-        episode; at 0 the episode is over (`invalid_actions`, unless already done)."""
-        self.invalid_actions += 1
-        self.invalid_streak += 1
-        left = max(0, limit - self.invalid_streak)
-        if left == 0 and not self.done:
-            self.done, self.stop_reason = True, "invalid_actions"
-        return left
 
 
 def _at_capacity(exc: BaseException) -> bool:
@@ -280,11 +175,8 @@ class EnvEpisode:
                     f"{self._server_message(e)}"
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
-        self.report.reset_s = time.perf_counter() - started
+        self.report.add_reset(result, time.perf_counter() - started)
         self._reset_at = time.monotonic()
-        self._absorb(result)
-        if self.report.done:
-            self.report.stop_reason = "done"
         await self._relist_tools()
         self._last_observation = result.observation or {}
         opening = await self._task_from_state(self._last_observation)
@@ -429,11 +321,7 @@ class EnvEpisode:
                 )
             return self._failed(f"step failed: {describe(e)}")
         report = self.report
-        report.step_s.append(time.perf_counter() - started)
-        report.steps += 1
-        self._absorb(result, step=True)
-        if report.done:
-            report.stop_reason = "done"
+        report.add_step(result, time.perf_counter() - started, self.limits.reward_range)
         observation = result.observation or {}
         self._last_observation = observation
         tools_note = self._take_new_tools(observation)
@@ -498,23 +386,6 @@ class EnvEpisode:
             return read_frame(await self.client.step(action))
         async with asyncio.timeout(self.limits.step_timeout_s):
             return read_frame(await self.client.step(action))
-
-    def _absorb(self, frame: Frame, step: bool = False) -> None:
-        if not step:
-            self.report.reset_reward = frame.reward
-        else:
-            self.report.step_rewards.append(frame.reward)
-            span = self.limits.reward_range
-            if (
-                frame.reward is not None
-                and span
-                and not span[0] <= frame.reward <= span[1]
-            ):
-                self.report.rewards_outside += 1
-        self.report.reward += frame.reward or 0.0
-        self.report.done = frame.done
-        if frame.signals:
-            self.report.signals = frame.signals
 
     def _invalid(self, problem: str) -> Turn:
         report = self.report
@@ -622,15 +493,3 @@ def _warn_unknown_keys(
             share,
             params.where,
         )
-
-
-def env_source_dir(target: EnvTarget) -> str | None:
-    """The local source of the env's server, when this episode launches it from a local
-    `project_path` (a Space cloned at launch, a Docker image or a `base_url` server
-    has none here)."""
-    if target.base_url or target.launcher != "uv":
-        return None
-    path = target.provider_kwargs.get("project_path")
-    if isinstance(path, str) and not path.startswith("git+") and os.path.isdir(path):
-        return path
-    return None

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from openenv_v1.core.episode.render import REWARD_SIGNAL_KEYS
+from openenv_v1.core.episode.view import REWARD_SIGNAL_KEYS
 from openenv_v1.core.errors import EnvFailure
 
 MAX_NESTING = 100

@@ -32,6 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from openenv_v1.core.episode.action_format import (
+    render_action_format,
+    render_invalid,
+    render_invalid_call,
+    render_tool_hint,
+)
 from openenv_v1.core.episode.images import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_TURN,
@@ -42,15 +48,10 @@ from openenv_v1.core.episode.images import (
 from openenv_v1.core.episode.render import (
     ObservationFormat,
     ObservationRenderer,
-    _compact,
-    _visible,
-    render_action_format,
-    render_invalid,
-    render_invalid_call,
-    render_tool_hint,
     same_texts,
 )
 from openenv_v1.core.episode.schema import ActionSpec
+from openenv_v1.core.episode.view import compact, visible
 
 MIN_OBSERVATION_CHARS = 500
 """What an observation keeps even when the action format leaves less of the bound
@@ -246,12 +247,12 @@ class TurnRenderer:
 
     def _pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
         if self.text.format == "json":
-            fields = _visible(observation)
+            fields = visible(observation)
             copies = same_texts(fields)
             return [
                 (
                     k,
-                    f"{_compact(k)}:{_compact(f'(same as {copies[k]})' if k in copies else v)}",
+                    f"{compact(k)}:{compact(f'(same as {copies[k]})' if k in copies else v)}",
                 )
                 for k, v in fields.items()
             ]

@@ -41,14 +41,6 @@ _MAX_REFUSALS = 50
 _MAX_UNREACHABLE = 3
 
 
-def http_base(url: str) -> str:
-    """The HTTP base of a server URL OpenEnv may report as ws:// or wss://."""
-    for ws, http in (("ws://", "http://"), ("wss://", "https://")):
-        if url.startswith(ws):
-            return http + url[len(ws) :]
-    return url.rstrip("/")
-
-
 async def open_env(
     target: EnvTarget,
     stack: contextlib.AsyncExitStack,

@@ -41,6 +41,7 @@ import asyncio
 import atexit
 import contextlib
 import hmac
+import importlib
 import json
 import os
 import secrets
@@ -60,6 +61,10 @@ from typing import Any, NoReturn
 from openenv_v1.core.launch.process_group import die_with_owner, signal_group
 from openenv_v1.core.launch.server_env import without_credentials
 
+SIMULATOR_MODULE = "openenv_v1.vf02.user"
+"""The module verifiers runs as each rollout's simulator (`python -m`): the fork server
+imports it once, and each fork runs its `OpenEnvUser`. Named, not imported: the
+binding imports this machinery, never the other way round."""
 ANSWER_TIMEOUT_S = 60.0
 """Longest a launcher waits for its fork (the fork server may still be importing),
 before it runs the simulator itself."""
@@ -340,7 +345,7 @@ def _preload() -> None:
     import mcp.server.transport_security  # noqa: F401
     import uvicorn  # noqa: F401
 
-    import openenv_v1.vf02.user  # noqa: F401  (verifiers.v1, the core)
+    importlib.import_module(SIMULATOR_MODULE)  # verifiers.v1, the core
     from openenv_v1.core.light_import import generic_client_class
 
     generic_client_class()
@@ -454,9 +459,7 @@ def _run_fork(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> N
         conn.settimeout(None)
         _send(conn, {"pid": os.getpid()})
         threading.Thread(target=_lifeline, args=(conn,), daemon=True).start()
-        from openenv_v1.vf02.user import OpenEnvUser
-
-        OpenEnvUser.run()
+        importlib.import_module(SIMULATOR_MODULE).OpenEnvUser.run()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -1,0 +1,161 @@
+"""An episode's bounds and its running account, as the bindings read and show them.
+
+`EpisodeLimits` holds what bounds one episode (timeouts, invalid actions in a row,
+the episode's wall budget, how the reward is formed); `EpisodeReport` is what the
+episode has earned and done so far, kept whatever happens next, and how the trace
+shows it (`info`, `timing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from openenv_v1.core.episode.replies import REASONING_DELIMITERS
+
+if TYPE_CHECKING:
+    from openenv_v1.core.episode.frames import Frame
+
+StopReason = Literal["done", "invalid_actions", "error"]
+RewardMode = Literal["sum", "last"]
+"""How an episode's reward comes from its steps' rewards: their sum, or the last one
+the env gave (OpenEnv's harness's contract)."""
+ToolCalls = Literal["text", "native"]
+"""How the model acts: a reply written as text, or native tool calls."""
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    reset_timeout_s: float = 60.0
+    step_timeout_s: float = 60.0
+    max_invalid_actions: int = 3
+    """Consecutive invalid actions that end the episode."""
+    capacity_wait_s: float = 30.0
+    """How long reset retries (with backoff) a server at capacity."""
+    episode_timeout_s: float | None = None
+    """Wall seconds from the reset on after which no more steps are taken (the
+    episode fails, naming the budget); None: no budget."""
+    reward: RewardMode = "sum"
+    reward_range: tuple[float, float] | None = None
+    """The range the env declares its rewards in (openenv.yaml); a reward outside it
+    is counted in `EpisodeReport.rewards_outside`."""
+    reasoning_delimiters: tuple[tuple[str, str], ...] = REASONING_DELIMITERS
+    """Tags of reasoning blocks, never read as the action (`core/episode/replies.py`)."""
+
+
+@dataclass
+class EpisodeReport:
+    """The running account of an episode; everything here survives a failure."""
+
+    reward: float = 0.0
+    steps: int = 0
+    invalid_actions: int = 0
+    invalid_streak: int = 0
+    done: bool = False
+    stop_reason: StopReason | None = None
+    error: str | None = None
+    signals: dict[str, float] = field(default_factory=dict)
+    """Named reward signals the env reported on its last step (observation metadata)."""
+    reset_s: float | None = None
+    """Wall seconds the reset took, as the client saw it (request and server work)."""
+    step_s: list[float] = field(default_factory=list)
+    """Wall seconds of each answered step, in order, as the client saw them."""
+    step_rewards: list[float | None] = field(default_factory=list)
+    """Each answered step's reward as the env gave it (None: it gave none)."""
+    reward_mode: RewardMode = "sum"
+    rewards_outside: int = 0
+    """Step rewards outside the env's declared range (`EpisodeLimits.reward_range`)."""
+
+    reset_reward: float | None = None
+    """The reward the reset gave, if any."""
+
+    @property
+    def scored(self) -> bool:
+        """Whether the env gave a reward at all (on a step or on the reset). An
+        unscored episode's reward is None, never 0.0; but invalid actions that ran
+        out are the model's failure and score what was earned (0.0 if nothing)."""
+        given = [self.reset_reward, *self.step_rewards]
+        return self.stop_reason == "invalid_actions" or any(
+            r is not None for r in given
+        )
+
+    def final_reward(self) -> float | None:
+        """The episode's reward by `reward_mode`: the sum of the step rewards, or
+        the last one given; None when the env gave none."""
+        if not self.scored:
+            return None
+        if self.reward_mode == "last":
+            given = [r for r in self.step_rewards if r is not None]
+            return given[-1] if given else self.reward
+        return self.reward
+
+    def add_reset(self, frame: Frame, seconds: float) -> None:
+        """Account the reset's (validated) frame, which took `seconds`."""
+        self.reset_s = seconds
+        self.reset_reward = frame.reward
+        self._add(frame)
+
+    def add_step(
+        self,
+        frame: Frame,
+        seconds: float,
+        reward_range: tuple[float, float] | None = None,
+    ) -> None:
+        """Account one answered step's (validated) frame, which took `seconds`; a
+        reward outside `reward_range` (the env's declared one) is counted."""
+        self.step_s.append(seconds)
+        self.steps += 1
+        self.step_rewards.append(frame.reward)
+        if (
+            frame.reward is not None
+            and reward_range
+            and not reward_range[0] <= frame.reward <= reward_range[1]
+        ):
+            self.rewards_outside += 1
+        self._add(frame)
+
+    def _add(self, frame: Frame) -> None:
+        self.reward += frame.reward or 0.0
+        self.done = frame.done
+        if frame.signals:
+            self.signals = frame.signals
+        if self.done:
+            self.stop_reason = "done"
+
+    def fail(self, message: str) -> None:
+        self.done, self.stop_reason, self.error = True, "error", message
+
+    def info(self) -> dict[str, Any]:
+        """The account as the trace's `info["openenv"]` shows it: reward, steps,
+        invalid actions, stop reason, and the named signals when there are any."""
+        info: dict[str, Any] = {
+            "reward": self.final_reward(),
+            "reward_mode": self.reward_mode,
+            "step_rewards": list(self.step_rewards),
+            "steps": self.steps,
+            "invalid_actions": self.invalid_actions,
+            "stop_reason": self.stop_reason,
+        }
+        if self.signals:
+            info["signals"] = dict(self.signals)
+        if self.rewards_outside:
+            info["rewards_outside_range"] = self.rewards_outside
+        return info
+
+    def timing(self) -> dict[str, Any]:
+        """How long the env took, as the trace's `info["openenv_timing"]` shows it:
+        `reset_s` and each step's `step_s`, in milliseconds' precision."""
+        return {
+            "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
+            "step_s": [round(t, 4) for t in self.step_s],
+        }
+
+    def count_invalid(self, limit: int) -> int:
+        """Count one invalid action and return how many more in a row end the
+        episode; at 0 the episode is over (`invalid_actions`, unless already done)."""
+        self.invalid_actions += 1
+        self.invalid_streak += 1
+        left = max(0, limit - self.invalid_streak)
+        if left == 0 and not self.done:
+            self.done, self.stop_reason = True, "invalid_actions"
+        return left
