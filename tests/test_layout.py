@@ -6,7 +6,7 @@ counts, wherever it stands (module level, inside a function, under
 `ast` from the source; nothing is imported.
 
 - no circle of imports among the package's modules (`KNOWN_CYCLES` lists the two-file
-  circles left to undo, each with its reason; one that disappears must leave the list);
+  circle left to undo, each with its reason; one that disappears must leave the list);
 - `openenv_v1.core` never imports verifiers, nor a verifiers binding;
 - `core/launch/` never imports `core/episode/`, and `core/episode/` reaches
   `core/launch/` only to open an episode's client (`env_episode.open_episode` ->
@@ -31,9 +31,6 @@ CORE, LAUNCH, EPISODE = (
 )
 
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"openenv_v1.core.launch.plan", "openenv_v1.core.launch.target"}): (
-        "plan names EnvTarget; target defers launch_plan to its launch (launch wing)"
-    ),
     frozenset({"openenv_v1.core.light_import", "openenv_v1.core.openenv_lines"}): (
         "light_import's generic_client_class defers the import of openenv_lines, "
         "which hides gradio with light_import.without_gradio"
