@@ -4,8 +4,11 @@
     openenv-v1 check --base-url URL                    check a running server
     openenv-v1 demo                                    offline Wordle eval, end to end
 
-Exit codes: 0 success, 1 the check or the demo failed, 2 bad arguments, 130
-interrupted. Whatever a command started is stopped before it exits, on Ctrl-C too.
+Both need one of the package's extras (`pip install 'openenv-v1[vf02]'` or
+`'openenv-v1[vf04]'`); without it they say which to install and exit 1.
+
+Exit codes: 0 success, 1 the check or the demo failed (or an extra is missing), 2 bad
+arguments, 130 interrupted. Whatever a command started is stopped before it exits, on Ctrl-C too.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from openenv_v1.cli.extras import missing_extra
 from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
 
 # `openenv_v1.core.launch.plan.ProviderName`, spelled out here so that `--help` does not
@@ -162,10 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="offline, keyless: eval the local Wordle env with the scripted policy",
         description=(
-            "Start the local scripted policy, run a real eval of openenv-wordle-v1 "
-            "on the local Wordle env (verifiers 0.2: `eval`, the env served by this "
-            "command; 0.4: `vf-eval`, the env launched from envs/wordle), print a "
-            "summary, stop everything."
+            "Start the local Wordle env (shipped in this package) and the local "
+            "scripted policy, run a real eval of openenv-wordle-v1 on them "
+            "(verifiers 0.2: `eval`; 0.4: `vf-eval`), print a summary, stop "
+            "everything."
         ),
     )
     demo.add_argument("--episodes", type=int, default=5, help="games (default 5)")
@@ -196,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     args = build_parser().parse_args(argv)
+    if problem := missing_extra(args.command):
+        print(f"openenv-v1 {args.command}: error: {problem}", file=sys.stderr)
+        sys.exit(1)
     try:
         if args.command == "check":
             code = _check(args)

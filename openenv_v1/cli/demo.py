@@ -1,18 +1,16 @@
 """`openenv-v1 demo`: the whole loop, offline and keyless, in one command, on
 either verifiers line.
 
-Starts the scripted policy (`python -m openenv_v1.local_policy --mode solver`) on a
-loopback port it binds itself, owned by this command (`OwnedProcess`), then runs a
-real eval of `openenv-wordle-v1` against it as a subprocess, its progress display on
-this terminal, and summarizes the traces it wrote:
-
-- verifiers 0.2 (`eval`): the local Wordle env (`wordle_env`, installed in this
-  environment) is served by this command too (`python -m openenv_v1.cli.serve
-  wordle_env.server.app:app`) and the eval connects to it (`--taskset.base-url`);
-- verifiers 0.4 (`vf-eval`): the env cannot be installed next to verifiers 0.4
-  (it needs openenv 0.10), so the eval launches it from its folder, `envs/wordle`,
-  as it launches any env (`project_path`, one UV-launched server the eval shares
-  and stops).
+Starts the local Wordle env (`wordle_env`, shipped in this package's wheel; its source
+is `envs/wordle` of the repository) with this environment's Python (`python -m
+openenv_v1.cli.serve wordle_env.server.app:app`) and the scripted policy (`python -m
+openenv_v1.local_policy --mode solver`), each on a loopback port it binds itself,
+owned by this command (`OwnedProcess`). Then it runs a real eval of
+`openenv-wordle-v1` against them as a subprocess, connected to the env by its URL
+(verifiers 0.2: `eval ... --taskset.base-url`; 0.4: `vf-eval ...
+--env.taskset.base-url`), its progress display on this terminal, and summarizes the
+traces it wrote. Nothing is synced or downloaded: an install of the wheel with either
+extra runs it anywhere.
 
 Both run the package's own harness (no harness flag). Everything is stopped on
 success, failure and Ctrl-C alike: the eval first (with SIGINT, which verifiers
@@ -23,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shlex
-import shutil
 import signal
 import sys
 import tempfile
@@ -42,9 +38,8 @@ from openenv_v1 import verifiers_line
 from openenv_v1.cli.procs import OwnedProcess, wait_until_serving
 
 TASKSET = "openenv-wordle-v1"
-WORDLE_PROJECT = Path(__file__).resolve().parents[2] / "envs" / "wordle"
-"""The local Wordle env's project folder in a checkout of this repository."""
 WORDLE_APP = "wordle_env.server.app:app"
+"""The local Wordle env's ASGI app, importable wherever this package is installed."""
 MODEL = "local-policy"
 KEY_VAR = "LOCAL_POLICY_KEY"
 READY_TIMEOUT_S = 60.0
@@ -140,28 +135,21 @@ def eval_command(
 
 
 def vf_eval_command(
+    env_url: str,
     policy_url: str,
     episodes: int,
     concurrency: int,
     output_dir: Path,
     tool_calls: str = "text",
-    env_port: int = 0,
 ) -> list[str]:
-    """verifiers 0.4: the eval launching the Wordle env from `WORDLE_PROJECT` (on
-    `env_port`, unless 0), as a user would type it."""
-    kwargs: dict[str, Any] = {
-        "project_path": str(WORDLE_PROJECT),
-        "app": WORDLE_APP,
-        "env_vars": {"WORDLE_MAX_SESSIONS": str(_sessions(concurrency))},
-    }
-    if env_port:
-        kwargs["port"] = env_port
+    """verifiers 0.4: the eval of the Wordle env at `env_url`, as a user would type
+    it (seeds 0..episodes-1, one rollout each)."""
     native = ["--env.taskset.tool-calls", "native"] if tool_calls == "native" else []
     return [
         str(Path(sys.executable).parent / "vf-eval"),
         TASKSET,
-        "--env.taskset.provider-kwargs",
-        json.dumps(kwargs),
+        "--env.taskset.base-url",
+        env_url,
         "--env.taskset.resets",
         _resets(episodes),
         *native,
@@ -231,25 +219,9 @@ def _stop_all(owned: list[OwnedProcess]) -> None:
 
 def _missing_parts(line: str) -> str | None:
     """What this environment lacks to run the demo on verifiers `line`, if anything."""
-    bindir = Path(sys.executable).parent
-    if line == "vf04":
-        if not (WORDLE_PROJECT / "pyproject.toml").exists():
-            return (
-                f"the local Wordle env's project is not at {WORDLE_PROJECT}: run the "
-                "demo from a checkout of the openenv-v1 repository"
-            )
-        if shutil.which("uv") is None:
-            return "`uv` is not on PATH; the eval launches the Wordle env with it"
-        if not (bindir / "vf-eval").exists():
-            return f"verifiers' `vf-eval` is not installed next to {sys.executable}"
-        return None
-    if importlib.util.find_spec("wordle_env") is None:
-        return (
-            "the local Wordle env (`wordle_env`, envs/wordle) is not installed in this "
-            "environment: run `uv sync` in the openenv-v1 repository"
-        )
-    if not (bindir / "eval").exists():
-        return f"verifiers' `eval` is not installed next to {sys.executable}"
+    program = "vf-eval" if line == "vf04" else "eval"
+    if not (Path(sys.executable).parent / program).exists():
+        return f"verifiers' `{program}` is not installed next to {sys.executable}"
     return None
 
 
@@ -273,25 +245,12 @@ def run_demo(args: argparse.Namespace) -> int:
         logs = Path(tmp)
         try:
             with _signals_interrupt():
-                policy_url = _start_policy(args, logs, owned)
+                env_url, policy_url = _start_servers(args, logs, owned)
+                flags = (args.episodes, args.concurrency, output_dir, args.tool_calls)
                 if line == "vf04":
-                    command = vf_eval_command(
-                        policy_url,
-                        args.episodes,
-                        args.concurrency,
-                        output_dir,
-                        args.tool_calls,
-                        args.env_port,
-                    )
+                    command = vf_eval_command(env_url, policy_url, *flags)
                 else:
-                    command = eval_command(
-                        _start_env(args, logs, owned),
-                        policy_url,
-                        args.episodes,
-                        args.concurrency,
-                        output_dir,
-                        args.tool_calls,
-                    )
+                    command = eval_command(env_url, policy_url, *flags)
                 shown = [Path(command[0]).name, *command[1:]]
                 _say(f"{KEY_VAR}=local {shlex.join(shown)}")
                 eval_started = time.monotonic()
@@ -326,10 +285,21 @@ def default_output_dir(line: str) -> Path:
     return Path("outputs", f"{TASKSET}--{MODEL}--{TASKSET}", run)
 
 
-def _start_env(args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]) -> str:
-    """Start the local Wordle env (appended to `owned`) and wait until it serves;
-    returns its URL."""
-    process, port = _serve(
+def _start_servers(
+    args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
+) -> tuple[str, str]:
+    """Start the scripted policy and the local Wordle env (appended to `owned`), then
+    wait until both serve (they load side by side); returns the env's URL and the
+    policy's `/v1` URL."""
+    policy, policy_port = _serve(
+        "the local policy",
+        "policy",
+        ["openenv_v1.local_policy", "--mode", "solver"],
+        args.policy_port,
+        logs,
+        owned,
+    )
+    env, env_port = _serve(
         "the local Wordle env",
         "wordle",
         ["openenv_v1.cli.serve", WORDLE_APP],
@@ -338,29 +308,13 @@ def _start_env(args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]) 
         owned,
         env={**os.environ, "WORDLE_MAX_SESSIONS": str(_sessions(args.concurrency))},
     )
-    url = f"http://127.0.0.1:{port}"
-    wait_until_serving(process, f"{url}/health", READY_TIMEOUT_S)
-    _say(f"Wordle env at {url}")
-    return url
-
-
-def _start_policy(
-    args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
-) -> str:
-    """Start the scripted policy (appended to `owned`) and wait until it serves;
-    returns its `/v1` URL."""
-    process, port = _serve(
-        "the local policy",
-        "policy",
-        ["openenv_v1.local_policy", "--mode", "solver"],
-        args.policy_port,
-        logs,
-        owned,
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_until_serving(process, f"{url}/v1/models", READY_TIMEOUT_S)
-    _say(f"scripted policy at {url}/v1")
-    return f"{url}/v1"
+    policy_url = f"http://127.0.0.1:{policy_port}"
+    env_url = f"http://127.0.0.1:{env_port}"
+    wait_until_serving(policy, f"{policy_url}/v1/models", READY_TIMEOUT_S)
+    _say(f"scripted policy at {policy_url}/v1")
+    wait_until_serving(env, f"{env_url}/health", READY_TIMEOUT_S)
+    _say(f"Wordle env at {env_url}")
+    return env_url, f"{policy_url}/v1"
 
 
 def _serve(

@@ -1,6 +1,6 @@
-"""verifiers 0.4: `openenv-v1 demo` runs the offline Wordle eval through `vf-eval`, the
-env launched from its folder (`envs/wordle`, which this environment cannot install),
-and prints the summary the 0.2 demo prints (tests/test_cli.py)."""
+"""verifiers 0.4: `openenv-v1 demo` runs the offline Wordle eval through `vf-eval` on
+the Wordle env the package ships, served with this environment's Python (openenv-core
+0.3), and prints the summary the 0.2 demo prints (tests/test_cli.py)."""
 
 import json
 
@@ -11,7 +11,7 @@ from tests.test_cli import gone, run_cli
 
 
 @pytest.mark.parametrize("tool_calls", ["text", "native"])
-def test_demo_runs_vf_eval_on_the_env_launched_from_its_folder(tmp_path, tool_calls):
+def test_demo_runs_vf_eval_on_the_env_it_serves(tmp_path, tool_calls):
     assert wordle_uv_servers() == []
     env_port, policy_port = free_port(), free_port()
     proc = run_cli(
@@ -25,8 +25,8 @@ def test_demo_runs_vf_eval_on_the_env_launched_from_its_folder(tmp_path, tool_ca
     assert proc.returncode == 0, out + proc.stderr[-3000:]
     # The command it ran, as a user would type it.
     (shown,) = [line for line in proc.stderr.splitlines() if "vf-eval " in line]
-    assert "vf-eval openenv-wordle-v1 --env.taskset.provider-kwargs" in shown
-    assert '"project_path": ' in shown and "envs/wordle" in shown
+    url = f"http://127.0.0.1:{env_port}"
+    assert f"vf-eval openenv-wordle-v1 --env.taskset.base-url {url} " in shown
     assert ("--env.taskset.tool-calls native" in shown) == (tool_calls == "native")
     assert "episodes      2 of 2 (2 at a time)" in out
     assert "solved        2/2 (reward >= 1)" in out
@@ -46,7 +46,7 @@ def test_demo_runs_vf_eval_on_the_env_launched_from_its_folder(tmp_path, tool_ca
             for call in (node.get("message") or {}).get("tool_calls") or ()
         ]
         assert set(calls) == ({"act"} if tool_calls == "native" else set())
-    # The env server the eval launched (on --env-port), the policy, the eval.
+    # The env server (on --env-port), the policy, the eval; nothing launched with UV.
     assert gone(f"--port {env_port}")
     assert gone(f"--port {policy_port}")
     assert gone(str(tmp_path))
