@@ -8,7 +8,7 @@ from tests.servers import TEST_ENVS, TEST_RUN_VAR, WORDLE_APP, uvicorn_server
 
 # `real_docker`: a real Docker engine and the stand-in OpenEnv base image; `cloud`:
 # the stand-in SDKs of OpenEnv's cloud providers.
-pytest_plugins = ["tests.real_docker", "tests.cloud"]
+pytest_plugins = ["tests.real_docker", "tests.cloud", "tests.cpu_usage"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

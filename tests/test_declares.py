@@ -29,6 +29,10 @@ from tests.servers import (
     uvicorn_server,
 )
 
+# One pytest-xdist worker runs this file: its module-scoped env servers start once,
+# not once in each worker that gets one of its tests (each start is ~5 s of CPU).
+pytestmark = pytest.mark.xdist_group("declares")
+
 TASKS_ENV = TEST_ENVS / "tasks_env"
 WRONG = ['{"answer": -1}']
 """Always wrong: each step pays 0.5, two of them end the episode."""

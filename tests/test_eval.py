@@ -106,27 +106,13 @@ def test_uv_launched_eval_completes_and_leaves_no_env_process(tmp_path):
     assert wordle_uv_servers() == []
 
 
-def test_wordle_wrapper_runs_against_a_base_url(wordle_url, tmp_path):
-    with policy_server("solver") as policy:
-        proc, traces = run_eval(
-            [
-                "openenv-wordle-v1",
-                "--taskset.base-url",
-                wordle_url,
-                "-n",
-                "2",
-                *model_flags(policy),
-            ],
-            tmp_path,
-        )
-    assert_all_done(proc, traces, 2)
-    assert {t["task"]["data"]["reset"]["seed"] for t in traces} == {0, 1}
-
-
-def test_base_url_launches_and_clones_nothing(wordle_url, tmp_path):
-    """The Wordle wrapper pins `env` and an `app`; with a base_url none of it is used.
-    `uv` and `git` stand-ins first on PATH record every call (and run the real tool,
-    which verifiers itself uses): nothing is cloned and no env server is run."""
+@pytest.fixture(scope="module")
+def wrapper_eval(wordle_url, tmp_path_factory):
+    """One `openenv-wordle-v1` eval of two tasks against a base_url, with
+    `provider_kwargs` for a launch given too, and `uv` and `git` stand-ins first on
+    PATH that record every call (and run the real tool, which verifiers itself uses);
+    its process, traces and the recorded calls. The tests below read it."""
+    tmp_path = tmp_path_factory.mktemp("wrapper_eval")
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     calls = tmp_path / "calls.log"
@@ -147,14 +133,31 @@ def test_base_url_launches_and_clones_nothing(wordle_url, tmp_path):
                 "--taskset.task.user.provider-kwargs",
                 provider,
                 "-n",
-                "1",
+                "2",
                 *model_flags(policy),
             ],
             tmp_path,
             env={"PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"},
         )
-    assert_all_done(proc, traces, 1)
     recorded = calls.read_text().splitlines() if calls.exists() else []
+    return proc, traces, recorded
+
+
+# Both read the one `wrapper_eval`: in one pytest-xdist worker, so it runs once.
+@pytest.mark.xdist_group("wrapper_eval")
+def test_wordle_wrapper_runs_against_a_base_url(wrapper_eval):
+    proc, traces, _ = wrapper_eval
+    assert_all_done(proc, traces, 2)
+    assert {t["task"]["data"]["reset"]["seed"] for t in traces} == {0, 1}
+
+
+@pytest.mark.xdist_group("wrapper_eval")
+def test_base_url_launches_and_clones_nothing(wrapper_eval):
+    """The Wordle wrapper pins `env` and an `app`; with a base_url none of it is used,
+    nor the `provider_kwargs` given for a launch: nothing is cloned and no env server
+    is run."""
+    proc, traces, recorded = wrapper_eval
+    assert_all_done(proc, traces, 2)
     # verifiers runs `git rev-parse` on itself; a Space would need `git clone`.
     assert not [c for c in recorded if c.startswith("git") and " clone " in c], recorded
     assert not [c for c in recorded if "uvicorn" in c or "--isolated" in c], recorded

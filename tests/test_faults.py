@@ -90,6 +90,7 @@ from tests.servers import (
     stop,
     uvicorn_server,
     wait_http,
+    without_gradio,
 )
 
 FAULTY_DIR = TEST_ENVS / "faulty"
@@ -103,7 +104,7 @@ def faulty_command(port: int) -> list[str]:
 
 
 def faulty_environ(max_sessions: int) -> dict[str, str]:
-    return {**os.environ, "FAULTY_MAX_SESSIONS": str(max_sessions)}
+    return without_gradio({**os.environ, "FAULTY_MAX_SESSIONS": str(max_sessions)})
 
 
 def start_faulty(port: int, max_sessions: int) -> subprocess.Popen:

@@ -28,6 +28,10 @@ from tests.servers import (
     uvicorn_server,
 )
 
+# One pytest-xdist worker runs this file: its module-scoped env servers start once,
+# not once in each worker that gets one of its tests (each start is ~5 s of CPU).
+pytestmark = pytest.mark.xdist_group("image_evals")
+
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -32,6 +32,7 @@ from tests.servers import (
     serve_on_free_port,
     stop,
     uvicorn_server,
+    without_gradio,
 )
 
 VF04_PYTHON = ROOT / ".venv-vf04" / "bin" / "python"
@@ -56,7 +57,7 @@ def served(app: str, python: Path | str = sys.executable) -> Iterator[str]:
             "--log-level", "warning", "--timeout-graceful-shutdown", "1",
         ]  # fmt: skip
 
-    proc, port = serve_on_free_port(command, "/health", dict(os.environ))
+    proc, port = serve_on_free_port(command, "/health", without_gradio(os.environ))
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -18,6 +18,7 @@ from tests.servers import (
     WORDLE_PROJECT,
     serve_on_free_port,
     stop,
+    without_gradio,
 )
 
 if verifiers_line() != "vf04":
@@ -39,6 +40,7 @@ def wordle_project_server(venv: Path) -> Iterator[str]:
             + ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
         ),
         "/health",
+        without_gradio(os.environ),
         cwd=WORDLE_PROJECT,
         timeout=120,
     )

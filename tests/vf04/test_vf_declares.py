@@ -32,6 +32,7 @@ from tests.servers import (
     recorded_requests,
     serve_on_free_port,
     stop,
+    without_gradio,
 )
 from tests.vf04.evals import read_episodes, run_vf_eval, traces_of
 
@@ -63,6 +64,7 @@ def tasks_url(tmp_path_factory) -> Iterator[str]:
             "warning",
         ],
         "/health",
+        without_gradio(os.environ),
         timeout=120,
     )
     try:

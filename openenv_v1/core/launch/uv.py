@@ -90,7 +90,7 @@ _PORT_MOVES = 5
 # Projects (their folders) found to import gradio in this process: launched with it.
 _IMPORTS_GRADIO: set[str] = set()
 # Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
-_NO_GRADIO_DIR = str(Path(__file__).parents[1] / "no_gradio")
+NO_GRADIO_DIR = str(Path(__file__).parents[1] / "no_gradio")
 _T = TypeVar("_T")
 
 
@@ -245,7 +245,7 @@ class SupervisedUVProvider(UVProvider):
         if self.gradio_hidden:
             env = {
                 **env,
-                "PYTHONPATH": f"{_NO_GRADIO_DIR}{os.pathsep}{env['PYTHONPATH']}",
+                "PYTHONPATH": f"{NO_GRADIO_DIR}{os.pathsep}{env['PYTHONPATH']}",
             }
         prepared = prepared_uvicorn(self._env_dir, self.project.path)
         self.reused_env = prepared is not None
