@@ -36,6 +36,12 @@ class EnvSpec:
     """Why the env cannot run here; not run unless --all."""
     step_timeout: float | None = None
     """A floor for `--step-timeout` (a browser's reset takes a minute here)."""
+    docker_skip: str | None = None
+    """Why the env's Dockerfile cannot build or run here; `--docker` skips it
+    unless --all."""
+    docker_kwargs: dict[str, Any] = field(default_factory=dict)
+    """More `provider_kwargs` with `--docker` only (e.g. `{"egress": True}` for an
+    env whose server downloads at start: containers have no egress by default)."""
     note: str = ""
 
 

@@ -24,8 +24,9 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   variables only (`GIT_CONFIG_COUNT=1`, `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`,
   `GIT_CONFIG_VALUE_0=<that URL>`); `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco
   4.0.0 breaks dm_control 1.0.50); `MUJOCO_GL=disable`.
-- browsergym_env: Debian's `chromium` (installed by hand: `apt-get install
-  chromium`), found by Playwright 1.44 through a browsers folder in its own layout
+- browsergym_env: Debian's `chromium` (installed here with `apt-get update` and
+  `apt-get install -y chromium` when it is missing and this is root; else an error
+  naming that command), found by Playwright 1.44 through a browsers folder in its own layout
   (`PLAYWRIGHT_BROWSERS_PATH=DIR`, `DIR/chromium-1117/chrome-linux/chrome` a link to
   `/usr/lib/chromium/chromium`); MiniWoB's pages from PyPI `miniwob` 1.1.0 (its
   `miniwob/html/`) served on 127.0.0.1 as `MINIWOB_URL`;
@@ -87,11 +88,16 @@ class Prepared:
     """For the env server (`provider_kwargs.env_vars`)."""
     environ: dict[str, str] = field(default_factory=dict)
     """For the check and eval processes (and so uv, when it prepares the env)."""
+    provider_kwargs: dict[str, Any] = field(default_factory=dict)
+    """More launch options (Docker: mounts through `docker_run_args`)."""
     notes: list[str] = field(default_factory=list)
 
 
 SPECS: dict[str, dict[str, Any]] = {
     "openspiel_env": {
+        "docker_skip": "its Dockerfile builds FROM "
+        "ghcr.io/meta-pytorch/openenv-openspiel-base (OpenSpiel built from source), "
+        "an image no registry reachable here has",
         "action": _j({"action_id": 1}),
         "script": [_j({"action_id": 1})] * 10,
         "max_turns": 12,
@@ -100,6 +106,8 @@ SPECS: dict[str, dict[str, Any]] = {
         "PYTHONPATH; OPENSPIEL_GAME=catch",
     },
     "finqa_env": {
+        "docker_skip": "its Dockerfile downloads the FinQA data from Hugging Face "
+        "while building (`RUN ... snapshot_download('snorkelai/finqa-data')`)",
         "action": _call("get_descriptions", company_name="alphabet"),
         "script": [
             _call("get_descriptions", company_name="alphabet"),
@@ -123,7 +131,6 @@ SPECS: dict[str, dict[str, Any]] = {
         # offered them (and the adapter refuses unlisted tools): `max_turns` ends it.
         "script": [_call("list_notes"), _call("mark_done", note_id=2)],
         "max_turns": 2,
-        "env_vars": {"AWM_DATA_DIR": str(DATA / "agent_world_model")},
         "note": "a one-scenario data set written here "
         "(compatibility/data/agent_world_model: a notes service); its tools appear "
         "at reset",
@@ -158,6 +165,10 @@ SPECS: dict[str, dict[str, Any]] = {
         "runs 1000 steps: `max_turns`",
     },
     "browsergym_env": {
+        "docker_skip": "its Dockerfile builds FROM "
+        "mcr.microsoft.com/playwright/python:v1.44.0-jammy (no registry reachable "
+        "here has it), runs `playwright install chromium` (a browser download) and "
+        "fetches MiniWoB from GitHub",
         "action": _j({"action_str": "noop()"}),
         # click-test's button is bid 13 in its accessibility tree.
         "script": [_j({"action_str": "click('13')"})],
@@ -195,12 +206,34 @@ def _pip_target(name: str, *packages: str) -> Path:
     return target
 
 
-def _openspiel(env_dir: Path) -> Prepared:
+def _mounts(volumes: list[str]) -> dict[str, Any]:
+    """`provider_kwargs` mounting each `HOST:CONTAINER[:ro]` into the container."""
+    return {"docker_run_args": [arg for v in volumes for arg in ("-v", v)]}
+
+
+def _writable_by_all(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        path.chmod(path.stat().st_mode | (0o777 if path.is_dir() else 0o666))
+
+
+def _agent_world_model(env_dir: Path, docker: bool) -> Prepared:
+    data = DATA / "agent_world_model"
+    if not docker:
+        return Prepared(env_vars={"AWM_DATA_DIR": str(data)})
+    # Its image's AWM_DATA_DIR, /data/awm (a VOLUME), read-only.
+    return Prepared(
+        env_vars={"AWM_DATA_DIR": "/data/awm"},
+        provider_kwargs=_mounts([f"{data}:/data/awm:ro"]),
+        notes=["Docker: the data set mounted read-only at its /data/awm (`-v`)"],
+    )
+
+
+def _openspiel(env_dir: Path, docker: bool) -> Prepared:
     target = _pip_target("open_spiel", "open_spiel==2.0.2")
     return Prepared(env_vars={"PYTHONPATH": str(target)})
 
 
-def _tbench2(env_dir: Path) -> Prepared:
+def _tbench2(env_dir: Path, docker: bool) -> Prepared:
     # The task's folder is the terminal's working directory: a fresh copy, so the
     # eval's fix never lands in this repo.
     tasks = cache_dir() / "tbench2-tasks"
@@ -210,6 +243,20 @@ def _tbench2(env_dir: Path) -> Prepared:
     # Its terminal runs `python -m pip install pytest` at reset, and a uv venv has no
     # pip: both from PyPI on PYTHONPATH.
     tools = _pip_target("tbench2-tools", "pip", "pytest")
+    if docker:
+        # The container runs as uid 65534: the task's copy is writable by all. Its
+        # image puts the env on PYTHONPATH (/app/env): kept, the tools after it.
+        _writable_by_all(tasks)
+        mounts = [f"{tasks}:/compat/tbench2-tasks", f"{tools}:/compat/tools:ro"]
+        return Prepared(
+            env_vars={
+                "TB2_TASKS_DIR": "/compat/tbench2-tasks",
+                "TB2_OUTPUT_DIR": "/tmp/tbench2-runs",
+                "PYTHONPATH": "/app/env:/compat/tools",
+            },
+            provider_kwargs=_mounts(mounts),
+            notes=["Docker: the task set and tools mounted (`-v`)"],
+        )
     return Prepared(
         env_vars={
             "TB2_TASKS_DIR": str(tasks),
@@ -224,7 +271,7 @@ OPENENV_GIT = "https://github.com/meta-pytorch/OpenEnv.git"
 DM_CONTROL_EXCLUDE_NEWER = "2026-11-01T00:00:00Z"
 
 
-def _dm_control(env_dir: Path) -> Prepared:
+def _dm_control(env_dir: Path, docker: bool) -> Prepared:
     """dm_control_env depends on `openenv-core @ git+https://github.com/...`: git is
     told (environment variables only) to take that URL from a local git repo of the
     OpenEnv tree the env folder is in: its package files, committed afresh (a
@@ -262,7 +309,7 @@ def _dm_control(env_dir: Path) -> Prepared:
 
 
 @contextlib.contextmanager
-def _git(env_dir: Path) -> Iterator[Prepared]:
+def _git(env_dir: Path, docker: bool) -> Iterator[Prepared]:
     work = cache_dir() / "git"
     shutil.rmtree(work, ignore_errors=True)
     (work / "home").mkdir(parents=True)
@@ -309,13 +356,10 @@ DEBIAN_CHROMIUM = Path("/usr/lib/chromium/chromium")
 
 
 @contextlib.contextmanager
-def _browsergym(env_dir: Path) -> Iterator[Prepared]:
+def _browsergym(env_dir: Path, docker: bool) -> Iterator[Prepared]:
     """Debian's chromium where Playwright looks for its own build, and MiniWoB's
     pages (PyPI `miniwob`'s `miniwob/html/`) served on 127.0.0.1."""
-    if not DEBIAN_CHROMIUM.exists():
-        raise RuntimeError(
-            f"{DEBIAN_CHROMIUM} is missing: `apt-get install chromium` (Debian's)"
-        )
+    notes = _ensure_chromium()
     browsers = cache_dir() / "playwright-browsers"
     chrome = browsers / PLAYWRIGHT_CHROMIUM / "chrome-linux" / "chrome"
     if not chrome.exists():
@@ -332,8 +376,37 @@ def _browsergym(env_dir: Path) -> Iterator[Prepared]:
                 "BROWSERGYM_TASK_NAME": "click-test",
                 "MINIWOB_URL": url,
                 "PLAYWRIGHT_BROWSERS_PATH": str(browsers),
-            }
+            },
+            notes=notes,
         )
+
+
+def _ensure_chromium() -> list[str]:
+    """Debian's `chromium`, installed with apt-get when it is missing and this process
+    is root (notes saying so); otherwise an error naming the command to run."""
+    if DEBIAN_CHROMIUM.exists():
+        return []
+    command = "apt-get install -y chromium"
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError(
+            f"browsergym_env needs Debian's chromium ({DEBIAN_CHROMIUM} is missing): "
+            f"run `sudo apt-get update && sudo {command}`, then run this again"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # A fresh machine has no package lists yet: update first, as apt-get needs.
+    for cmd in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "chromium"],
+    ):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"`{' '.join(cmd)}` exited {done.returncode} (browsergym_env needs "
+                f"Debian's chromium): {(done.stderr or done.stdout).strip()[-600:]}"
+            )
+    if not DEBIAN_CHROMIUM.exists():
+        raise RuntimeError(f"`{command}` ran, but {DEBIAN_CHROMIUM} is still missing")
+    return [f"Debian chromium installed by the recipe (`{command}`)"]
 
 
 def _uv_dirs() -> dict[str, str]:
@@ -368,6 +441,7 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
 
 
 _PREPARE = {
+    "agent_world_model_env": _agent_world_model,
     "openspiel_env": _openspiel,
     "tbench2_env": _tbench2,
     "git_env": _git,
@@ -377,13 +451,14 @@ _PREPARE = {
 
 
 @contextlib.contextmanager
-def prepared(env: str, env_dir: Path) -> Iterator[Prepared]:
-    """What `env` needs for its runs; stand-in servers it starts stop on exit."""
+def prepared(env: str, env_dir: Path, docker: bool = False) -> Iterator[Prepared]:
+    """What `env` needs for its runs (in a container built from its Dockerfile when
+    `docker`); stand-in servers it starts stop on exit."""
     prepare = _PREPARE.get(env)
     if prepare is None:
         yield Prepared()
         return
-    result = prepare(env_dir)
+    result = prepare(env_dir, docker)
     if isinstance(result, contextlib.AbstractContextManager):
         with result as ready:
             yield ready

@@ -11,6 +11,7 @@ __all__ = [
     "Result",
     "all_user_texts",
     "first_user_text",
+    "reward_of",
     "rounded",
     "short_error",
     "summarize_check",
@@ -136,6 +137,12 @@ def _texts(trace: dict[str, Any]) -> list[str]:
 
     walk(trace.get("calls") or trace)
     return found
+
+
+def reward_of(trace: dict[str, Any]) -> Any:
+    """The trace's `openenv_reward`: a number on 0.2, `{"score": ...}` on 0.4."""
+    reward = (trace.get("rewards") or {}).get("openenv_reward")
+    return reward.get("score") if isinstance(reward, dict) else reward
 
 
 def first_user_text(trace: dict[str, Any]) -> str | None:

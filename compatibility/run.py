@@ -41,11 +41,13 @@ import json
 import signal
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the repo root makes the package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from compatibility.commands import LINE
 from compatibility.processes import Interrupted, interrupt
 from compatibility.report import Result, table
 from compatibility.runner import run_env
@@ -97,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     envs_dir = args.envs_dir.resolve()
     names = env_names(envs_dir, args.only)
 
+    print(f"verifiers {version('verifiers')} ({LINE})", file=sys.stderr, flush=True)
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     results: list[Result] = []
     try:

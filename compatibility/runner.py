@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from compatibility import recipes
 from compatibility.causes import classify
+from compatibility.commands import (
+    KEY_VAR,
+    check_command,
+    eval_command,
+    find_python,
+    read_traces,
+)
 from compatibility.env_table import ENVS, EnvSpec, step_timeout
 from compatibility.processes import (
     env_venv_needle,
@@ -30,74 +33,13 @@ from compatibility.report import (
     Result,
     all_user_texts,
     first_user_text,
+    reward_of,
     rounded,
     short_error,
     summarize_check,
 )
 
 __all__ = ["run_env"]
-
-BIN = Path(sys.executable).parent
-KEY_VAR = "LOCAL_POLICY_KEY"
-
-
-def j(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
-
-
-def spec_env_vars(spec: EnvSpec, env_dir: Path) -> dict[str, str]:
-    return {k: v.replace("{env}", str(env_dir)) for k, v in spec.env_vars.items()}
-
-
-def find_python(env_dir: Path) -> str | None:
-    """An installed interpreter meeting the env's requires-python when this one does
-    not (uv looks on PATH only, and downloads otherwise: not here)."""
-    from packaging.specifiers import SpecifierSet
-
-    try:
-        data = tomllib.loads((env_dir / "pyproject.toml").read_text())
-        needs = SpecifierSet(data["project"]["requires-python"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError, ValueError):
-        return None
-    here = ".".join(map(str, sys.version_info[:3]))
-    if here in needs:
-        return None
-    candidates = glob.glob(os.path.expanduser("~/.pyenv/versions/*/bin/python3"))
-    candidates += glob.glob("/usr/bin/python3.*[0-9]") + glob.glob(
-        "/usr/local/bin/python3.*[0-9]"
-    )
-    for path in sorted(candidates, reverse=True):
-        version = subprocess.run(
-            [path, "-c", "import sys; print('.'.join(map(str, sys.version_info[:3])))"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        if version and version in needs:
-            return path
-    return None
-
-
-def check_command(
-    env_dir: Path, spec: EnvSpec, args: argparse.Namespace, web_ui: bool
-) -> list[str]:
-    cmd = [str(BIN / "openenv-v1"), "check", "--project-path", str(env_dir), "--json"]
-    cmd += ["--reset", j(spec.reset), "--probe-sessions", "1"]
-    cmd += ["--timeout", str(step_timeout(spec, args))]
-    cmd += ["--launch-timeout", str(args.launch_timeout)]
-    if spec.action is not None:
-        cmd += ["--action", spec.action]
-    kwargs = dict(args.provider_kwargs)
-    if env_vars := spec_env_vars(spec, env_dir):
-        kwargs["env_vars"] = env_vars
-    if kwargs:
-        cmd += ["--provider-kwargs", j(kwargs)]
-    if web_ui:
-        cmd.append("--web-ui")
-    if args.docker:
-        cmd.append("--use-docker")
-    if args.provider:
-        cmd += ["--provider", args.provider]
-    return cmd
 
 
 def run_check(
@@ -120,38 +62,6 @@ def run_check(
         return None, f"check exited {code} without a JSON report: {tail}"
 
 
-def eval_command(
-    env: str,
-    env_dir: Path,
-    spec: EnvSpec,
-    policy_url: str,
-    out_dir: Path,
-    args: argparse.Namespace,
-    web_ui: bool,
-) -> list[str]:
-    kwargs: dict[str, Any] = {"project_path": str(env_dir), **args.provider_kwargs}
-    if env_vars := spec_env_vars(spec, env_dir):
-        kwargs["env_vars"] = env_vars
-    cmd = [str(BIN / "eval"), "openenv-v1", "--taskset.env", f"local/{env}"]
-    cmd += ["--taskset.task.user.provider-kwargs", j(kwargs)]
-    cmd += ["--taskset.resets", j([spec.reset])]
-    cmd += ["--taskset.task.user.launch-timeout-s", str(args.launch_timeout)]
-    cmd += ["--taskset.task.user.step-timeout-s", str(step_timeout(spec, args))]
-    cmd += ["--taskset.task.user.reset-timeout-s", str(step_timeout(spec, args))]
-    if web_ui:
-        cmd += ["--taskset.task.user.server-web-ui", "true"]
-    if args.docker:
-        cmd += ["--taskset.use-docker", "true", "--taskset.docker-on-host", "true"]
-    if args.provider:
-        cmd += ["--taskset.provider", args.provider]
-    cmd += ["--harness.id", "null", "-n", "1", "-r", "1"]
-    cmd += ["--max-turns", str(spec.max_turns)]
-    cmd += ["--no-push", "--no-rich", "-o", str(out_dir)]
-    cmd += ["-m", "local-policy", "--client.base-url", policy_url]
-    cmd += ["--client.api-key-var", KEY_VAR]
-    return cmd
-
-
 def run_eval(
     env: str,
     env_dir: Path,
@@ -169,12 +79,12 @@ def run_eval(
         code, out, err, seconds = run_group(
             cmd, cwd=workdir, timeout=timeout, env={**environ, KEY_VAR: "local"}
         )
-    traces = []
-    for path in sorted(out_dir.rglob("traces.jsonl")):
-        traces += [json.loads(ln) for ln in path.read_text().splitlines() if ln]
+    traces = read_traces(out_dir)
     (workdir / "eval.stderr").write_text(err)
     with contextlib.suppress(OSError):
-        (workdir / "traces.jsonl").write_text("".join(j(t) + "\n" for t in traces))
+        (workdir / "traces.jsonl").write_text(
+            "".join(json.dumps(t) + "\n" for t in traces)
+        )
     if code is None:
         return "HANG", [f"eval did not finish within {timeout:.0f}s"], None
     if not traces:
@@ -185,7 +95,7 @@ def run_eval(
         "returncode": code,
         "seconds": round(seconds, 1),
         "stop_condition": trace.get("stop_condition"),
-        "reward": rounded((trace.get("rewards") or {}).get("openenv_reward")),
+        "reward": rounded(reward_of(trace)),
         "steps": (trace.get("metrics") or {}).get("openenv_steps"),
         "invalid": (trace.get("metrics") or {}).get("openenv_invalid_action_count"),
         "turns": len(trace.get("calls") or ()),
@@ -224,11 +134,21 @@ def run_env(env: str, envs_dir: Path, args: argparse.Namespace) -> Result:
         result.check = result.eval = "skipped"
         result.notes.append(f"env's own need: {spec.skip}")
         return result
+    if args.docker and spec.docker_skip and not args.all:
+        result.check = result.eval = "skipped"
+        result.notes.append(f"in Docker: {spec.docker_skip}")
+        return result
     if spec.note:
         result.notes.append(spec.note)
     environ = dict(os.environ)
-    with recipes.prepared(env, env_dir) as extra:
+    with recipes.prepared(env, env_dir, docker=args.docker) as extra:
         spec = replace(spec, env_vars={**spec.env_vars, **extra.env_vars})
+        more = {**(spec.docker_kwargs if args.docker else {}), **extra.provider_kwargs}
+        if args.docker and spec.docker_kwargs:
+            result.notes.append(f"provider_kwargs {json.dumps(spec.docker_kwargs)}")
+        if more:
+            kwargs = {**args.provider_kwargs, **more}
+            args = argparse.Namespace(**{**vars(args), "provider_kwargs": kwargs})
         environ.update(extra.environ)
         result.notes += extra.notes
         return _run_prepared(env, env_dir, spec, args, result, environ)
