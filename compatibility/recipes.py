@@ -14,8 +14,9 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   task, `fix-add`: a bug in `add.py`, a pytest test) in local mode, instead of the
   Terminal-Bench 2 repository it downloads at reset; PyPI `pip` and `pytest` on
   `PYTHONPATH` (its terminal installs pytest with `python -m pip` at reset, and a uv
-  venv has no pip).
+  venv has no pip). In Docker both folders are mounted (`docker_run_args` `-v`).
 - agent_world_model_env: `AWM_DATA_DIR` at `compatibility/data/agent_world_model`
+  (in Docker: mounted read-only at its image's `/data/awm`)
   (one scenario, `notes`: its FastAPI service, schema, rows and task, in AWM's seven
   JSONL files; no verifier), instead of Snowflake/AgentWorldModel-1K on Hugging
   Face. Its tools exist only once `reset` has started the scenario's service.
@@ -35,6 +36,8 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   `git http-backend` for clones, over one bare repo it makes, `hello-world`) on a
   free port, as `GITEA_URL`; the server's `HOME` a folder of its own, since git_env
   writes `~/.gitconfig` and `~/.git-credentials` (uv's cache and Pythons stay put).
+  In Docker, a bridge network of its own (`provider_kwargs.network`, inter-container
+  traffic off) with the stand-in listening on that bridge's gateway address.
 - finqa_env: `FINQA_DATA_PATH` at `compatibility/data/finqa` (one question, one
   company table, in FinQA's layout), instead of the FinQA data on Hugging Face.
 
@@ -45,175 +48,31 @@ The folders made are kept under `$OPENENV_V1_CACHE_DIR/compat` (else
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from compatibility.recipe_parts import (
+    DEBIAN_CHROMIUM,
+    Prepared,
+    background,
+    cache_dir,
+    docker_network,
+    ensure_chromium,
+    free_port,
+    mounts,
+    pip_target,
+    uv_dirs,
+    writable_by_all,
+)
+from compatibility.recipe_specs import DATA, SPECS
+
+__all__ = ["DATA", "SPECS", "Prepared", "prepared"]
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE / "data"
-
-
-def _j(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
-
-
-def _call(tool: str, **arguments: Any) -> str:
-    return _j({"tool_name": tool, "arguments": arguments})
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("OPENENV_V1_CACHE_DIR") or os.path.expanduser(
-        "~/.cache/openenv-v1"
-    )
-    path = Path(base) / "compat"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@dataclass
-class Prepared:
-    """What a recipe adds to an env's runs."""
-
-    env_vars: dict[str, str] = field(default_factory=dict)
-    """For the env server (`provider_kwargs.env_vars`)."""
-    environ: dict[str, str] = field(default_factory=dict)
-    """For the check and eval processes (and so uv, when it prepares the env)."""
-    provider_kwargs: dict[str, Any] = field(default_factory=dict)
-    """More launch options (Docker: mounts through `docker_run_args`)."""
-    notes: list[str] = field(default_factory=list)
-
-
-SPECS: dict[str, dict[str, Any]] = {
-    "openspiel_env": {
-        "docker_skip": "its Dockerfile builds FROM "
-        "ghcr.io/meta-pytorch/openenv-openspiel-base (OpenSpiel built from source), "
-        "an image no registry reachable here has",
-        "action": _j({"action_id": 1}),
-        "script": [_j({"action_id": 1})] * 10,
-        "max_turns": 12,
-        "env_vars": {"OPENSPIEL_GAME": "catch"},
-        "note": "PyPI open_spiel installed by compatibility/recipes.py on "
-        "PYTHONPATH; OPENSPIEL_GAME=catch",
-    },
-    "finqa_env": {
-        "docker_skip": "its Dockerfile downloads the FinQA data from Hugging Face "
-        "while building (`RUN ... snapshot_download('snorkelai/finqa-data')`)",
-        "action": _call("get_descriptions", company_name="alphabet"),
-        "script": [
-            _call("get_descriptions", company_name="alphabet"),
-            _call(
-                "sql_query",
-                company_name="alphabet",
-                table_name="income_statement",
-                query='SELECT "2023", "2022" FROM income_statement '
-                "WHERE item = 'Total revenues'",
-            ),
-            _call("submit_answer", answer="8.7%"),
-        ],
-        "max_turns": 4,
-        "env_vars": {"FINQA_DATA_PATH": str(DATA / "finqa")},
-        "note": "a one-question data set written here (compatibility/data/finqa)",
-    },
-    "agent_world_model_env": {
-        "reset": {"scenario": "notes", "task_idx": 0},
-        "action": _call("list_notes"),
-        # Its `done` and `verify` tools are not in its tool list, so a model is never
-        # offered them (and the adapter refuses unlisted tools): `max_turns` ends it.
-        "script": [_call("list_notes"), _call("mark_done", note_id=2)],
-        "max_turns": 2,
-        "note": "a one-scenario data set written here "
-        "(compatibility/data/agent_world_model: a notes service); its tools appear "
-        "at reset",
-    },
-    "git_env": {
-        "action": _j({"action_type": "list_repos"}),
-        "script": [
-            _j({"action_type": "list_repos"}),
-            _j({"action_type": "clone_repo", "repo_name": "hello-world"}),
-            _j(
-                {
-                    "action_type": "execute_git_command",
-                    "command": "log --oneline",
-                    "working_dir": "hello-world",
-                }
-            ),
-        ],
-        "max_turns": 3,
-        "note": "Gitea stand-in (compatibility/gitea_standin.py: its repo API and "
-        "`git http-backend`); the server's HOME a folder of its own (git_env writes "
-        "~/.gitconfig and ~/.git-credentials); no reward or done by design",
-    },
-    "dm_control_env": {
-        "reset": {"seed": 1},
-        "action": _j({"values": [0.5]}),
-        "script": [_j({"values": [0.5]}), _j({"values": [-0.5]})],
-        "max_turns": 3,
-        "env_vars": {"MUJOCO_GL": "disable"},
-        "note": "its openenv-core from GitHub redirected to a local git repo of the "
-        "OpenEnv tree (GIT_CONFIG_*); UV_EXCLUDE_NEWER=2026-11-01 (mujoco 4.0.0 "
-        "breaks dm_control 1.0.50); MUJOCO_GL=disable (no pixels); cartpole balance "
-        "runs 1000 steps: `max_turns`",
-    },
-    "browsergym_env": {
-        "docker_skip": "its Dockerfile builds FROM "
-        "mcr.microsoft.com/playwright/python:v1.44.0-jammy (no registry reachable "
-        "here has it), runs `playwright install chromium` (a browser download) and "
-        "fetches MiniWoB from GitHub",
-        "action": _j({"action_str": "noop()"}),
-        # click-test's button is bid 13 in its accessibility tree.
-        "script": [_j({"action_str": "click('13')"})],
-        "max_turns": 2,
-        "step_timeout": 150.0,
-        "note": "Debian chromium as Playwright's chromium-1117; MiniWoB pages from "
-        "PyPI miniwob 1.1.0 served on 127.0.0.1; BROWSERGYM_TASK_NAME=click-test",
-    },
-    "tbench2_env": {
-        "action": _j({"action_type": "exec", "command": "cat add.py"}),
-        "script": [
-            _j({"action_type": "exec", "command": "sed -i 's/a - b/a + b/' add.py"}),
-            _j({"action_type": "evaluate"}),
-        ],
-        "max_turns": 3,
-        "env_vars": {"TB2_DEFAULT_TASK_ID": "fix-add", "TB2_MODE": "local"},
-        "note": "a one-task set written here (compatibility/data/tbench2), copied "
-        "fresh for each run; local mode (no Docker per task)",
-    },
-}
-
-
-def _pip_target(name: str, *packages: str) -> Path:
-    """`packages` installed from PyPI into a folder of their own (once)."""
-    target = cache_dir() / name
-    marker = target / ".installed"
-    if marker.exists():
-        return target
-    subprocess.run(
-        ["uv", "pip", "install", "--quiet", "--target", str(target)]
-        + ["--python", sys.executable, *packages],
-        check=True,
-    )
-    marker.write_text(" ".join(packages))
-    return target
-
-
-def _mounts(volumes: list[str]) -> dict[str, Any]:
-    """`provider_kwargs` mounting each `HOST:CONTAINER[:ro]` into the container."""
-    return {"docker_run_args": [arg for v in volumes for arg in ("-v", v)]}
-
-
-def _writable_by_all(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        path.chmod(path.stat().st_mode | (0o777 if path.is_dir() else 0o666))
 
 
 def _agent_world_model(env_dir: Path, docker: bool) -> Prepared:
@@ -223,13 +82,13 @@ def _agent_world_model(env_dir: Path, docker: bool) -> Prepared:
     # Its image's AWM_DATA_DIR, /data/awm (a VOLUME), read-only.
     return Prepared(
         env_vars={"AWM_DATA_DIR": "/data/awm"},
-        provider_kwargs=_mounts([f"{data}:/data/awm:ro"]),
+        provider_kwargs=mounts([f"{data}:/data/awm:ro"]),
         notes=["Docker: the data set mounted read-only at its /data/awm (`-v`)"],
     )
 
 
 def _openspiel(env_dir: Path, docker: bool) -> Prepared:
-    target = _pip_target("open_spiel", "open_spiel==2.0.2")
+    target = pip_target("open_spiel", "open_spiel==2.0.2")
     return Prepared(env_vars={"PYTHONPATH": str(target)})
 
 
@@ -242,11 +101,11 @@ def _tbench2(env_dir: Path, docker: bool) -> Prepared:
     runs = cache_dir() / "tbench2-runs"
     # Its terminal runs `python -m pip install pytest` at reset, and a uv venv has no
     # pip: both from PyPI on PYTHONPATH.
-    tools = _pip_target("tbench2-tools", "pip", "pytest")
+    tools = pip_target("tbench2-tools", "pip", "pytest")
     if docker:
         # The container runs as uid 65534: the task's copy is writable by all. Its
         # image puts the env on PYTHONPATH (/app/env): kept, the tools after it.
-        _writable_by_all(tasks)
+        writable_by_all(tasks)
         mounts = [f"{tasks}:/compat/tbench2-tasks", f"{tools}:/compat/tools:ro"]
         return Prepared(
             env_vars={
@@ -254,7 +113,7 @@ def _tbench2(env_dir: Path, docker: bool) -> Prepared:
                 "TB2_OUTPUT_DIR": "/tmp/tbench2-runs",
                 "PYTHONPATH": "/app/env:/compat/tools",
             },
-            provider_kwargs=_mounts(mounts),
+            provider_kwargs=mounts(mounts),
             notes=["Docker: the task set and tools mounted (`-v`)"],
         )
     return Prepared(
@@ -267,6 +126,8 @@ def _tbench2(env_dir: Path, docker: bool) -> Prepared:
 
 
 OPENENV_GIT = "https://github.com/meta-pytorch/OpenEnv.git"
+
+
 # mujoco 4.0.0 (later) breaks dm_control 1.0.50.
 DM_CONTROL_EXCLUDE_NEWER = "2026-11-01T00:00:00Z"
 
@@ -313,64 +174,59 @@ def _git(env_dir: Path, docker: bool) -> Iterator[Prepared]:
     work = cache_dir() / "git"
     shutil.rmtree(work, ignore_errors=True)
     (work / "home").mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     standin = [sys.executable, str(HERE / "gitea_standin.py")]
     standin += ["--root", str(work / "repos"), "--port", str(port)]
-    with _background(standin, f"http://127.0.0.1:{port}/", work / "standin.log"):
+    login = {"GITEA_USERNAME": "openenv", "GITEA_PASSWORD": "openenv"}
+    if docker:
+        # The container must reach the stand-in: a network of this run's own, the
+        # stand-in on its gateway (this host's address on that bridge only).
+        with docker_network(f"openenv-v1-compat-git-{os.getpid()}") as (name, gate):
+            url = f"http://{gate}:{port}"
+            with background(standin + ["--host", gate], f"{url}/", work / "log"):
+                yield Prepared(
+                    env_vars={"GITEA_URL": url, **login},
+                    provider_kwargs={"network": name},
+                    notes=[
+                        f"Docker: on a network of the recipe's own ({name}: a bridge, "
+                        "inter-container traffic off), the stand-in on its gateway"
+                    ],
+                )
+        return
+    with background(standin, f"http://127.0.0.1:{port}/", work / "standin.log"):
         yield Prepared(
             env_vars={
                 "GITEA_URL": f"http://127.0.0.1:{port}",
-                "GITEA_USERNAME": "openenv",
-                "GITEA_PASSWORD": "openenv",
+                **login,
                 "WORKSPACE_DIR": str(work / "workspace"),
                 # git_env writes ~/.gitconfig and ~/.git-credentials: not ours. uv
                 # (which runs the server) keeps its cache and Pythons where they are.
                 "HOME": str(work / "home"),
-                **_uv_dirs(),
+                **uv_dirs(),
             }
         )
 
 
-@contextlib.contextmanager
-def _background(cmd: list[str], url: str, log_path: Path) -> Iterator[None]:
-    """`cmd` running in its own process group until the block ends, once `url`
-    answers."""
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
-    try:
-        _wait_http(url, proc)
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-
-
 PLAYWRIGHT_CHROMIUM = "chromium-1117"
 """The browser build Playwright 1.44 (browsergym_env's pin) looks for."""
-DEBIAN_CHROMIUM = Path("/usr/lib/chromium/chromium")
 
 
 @contextlib.contextmanager
 def _browsergym(env_dir: Path, docker: bool) -> Iterator[Prepared]:
     """Debian's chromium where Playwright looks for its own build, and MiniWoB's
     pages (PyPI `miniwob`'s `miniwob/html/`) served on 127.0.0.1."""
-    notes = _ensure_chromium()
+    notes = ensure_chromium()
     browsers = cache_dir() / "playwright-browsers"
     chrome = browsers / PLAYWRIGHT_CHROMIUM / "chrome-linux" / "chrome"
     if not chrome.exists():
         chrome.parent.mkdir(parents=True, exist_ok=True)
         chrome.symlink_to(DEBIAN_CHROMIUM)
-    pages = _pip_target("miniwob", "--no-deps", "miniwob==1.1.0") / "miniwob" / "html"
-    port = _free_port()
+    pages = pip_target("miniwob", "--no-deps", "miniwob==1.1.0") / "miniwob" / "html"
+    port = free_port()
     server = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1"]
     server += ["--directory", str(pages), str(port)]
     url = f"http://127.0.0.1:{port}/miniwob/"
-    with _background(server, url, cache_dir() / "miniwob-server.log"):
+    with background(server, url, cache_dir() / "miniwob-server.log"):
         yield Prepared(
             env_vars={
                 "BROWSERGYM_TASK_NAME": "click-test",
@@ -379,65 +235,6 @@ def _browsergym(env_dir: Path, docker: bool) -> Iterator[Prepared]:
             },
             notes=notes,
         )
-
-
-def _ensure_chromium() -> list[str]:
-    """Debian's `chromium`, installed with apt-get when it is missing and this process
-    is root (notes saying so); otherwise an error naming the command to run."""
-    if DEBIAN_CHROMIUM.exists():
-        return []
-    command = "apt-get install -y chromium"
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise RuntimeError(
-            f"browsergym_env needs Debian's chromium ({DEBIAN_CHROMIUM} is missing): "
-            f"run `sudo apt-get update && sudo {command}`, then run this again"
-        )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    # A fresh machine has no package lists yet: update first, as apt-get needs.
-    for cmd in (
-        ["apt-get", "update", "-q"],
-        ["apt-get", "install", "-y", "-q", "chromium"],
-    ):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"`{' '.join(cmd)}` exited {done.returncode} (browsergym_env needs "
-                f"Debian's chromium): {(done.stderr or done.stdout).strip()[-600:]}"
-            )
-    if not DEBIAN_CHROMIUM.exists():
-        raise RuntimeError(f"`{command}` ran, but {DEBIAN_CHROMIUM} is still missing")
-    return [f"Debian chromium installed by the recipe (`{command}`)"]
-
-
-def _uv_dirs() -> dict[str, str]:
-    """uv's cache and Python folders as they are now (they follow HOME otherwise)."""
-    found = {}
-    for var, args in (
-        ("UV_CACHE_DIR", ["cache", "dir"]),
-        ("UV_PYTHON_INSTALL_DIR", ["python", "dir"]),
-    ):
-        out = subprocess.run(["uv", *args], capture_output=True, text=True)
-        if out.returncode == 0 and out.stdout.strip():
-            found[var] = os.environ.get(var) or out.stdout.strip()
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: the stand-in exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} not up within {timeout:.0f}s")
 
 
 _PREPARE = {
