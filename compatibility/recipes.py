@@ -106,14 +106,14 @@ def _tbench2(env_dir: Path, docker: bool) -> Prepared:
         # The container runs as uid 65534: the task's copy is writable by all. Its
         # image puts the env on PYTHONPATH (/app/env): kept, the tools after it.
         writable_by_all(tasks)
-        mounts = [f"{tasks}:/compat/tbench2-tasks", f"{tools}:/compat/tools:ro"]
+        volumes = [f"{tasks}:/compat/tbench2-tasks", f"{tools}:/compat/tools:ro"]
         return Prepared(
             env_vars={
                 "TB2_TASKS_DIR": "/compat/tbench2-tasks",
                 "TB2_OUTPUT_DIR": "/tmp/tbench2-runs",
                 "PYTHONPATH": "/app/env:/compat/tools",
             },
-            provider_kwargs=mounts(mounts),
+            provider_kwargs=mounts(volumes),
             notes=["Docker: the task set and tools mounted (`-v`)"],
         )
     return Prepared(

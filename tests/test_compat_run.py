@@ -94,6 +94,19 @@ def test_docker_recipes_mount_the_data_at_the_images_own_paths(tmp_path):
         assert ready.provider_kwargs == {}
 
 
+def test_tbench2_in_docker_mounts_a_writable_task_copy_and_its_tools(tmp_path):
+    with recipes.prepared("tbench2_env", tmp_path, docker=True) as ready:
+        assert ready.env_vars["TB2_TASKS_DIR"] == "/compat/tbench2-tasks"
+        assert ready.env_vars["PYTHONPATH"] == "/app/env:/compat/tools"
+        run_args = ready.provider_kwargs["docker_run_args"]
+        assert run_args[0::2] == ["-v", "-v"]
+        tasks = Path(run_args[1].split(":")[0])
+        assert run_args[1] == f"{tasks}:/compat/tbench2-tasks"
+        assert run_args[3].endswith(":/compat/tools:ro")
+        # The container runs as uid 65534: every file of the copy is writable by all.
+        assert all(p.stat().st_mode & 0o002 for p in [tasks, *tasks.rglob("*")])
+
+
 def test_docker_skips_say_why_and_are_not_run(tmp_path):
     """`--docker` skips an env whose Dockerfile cannot build here, with the cause,
     and starts nothing for it."""
