@@ -45,6 +45,14 @@ def summarize_check(report: dict[str, Any]) -> list[str]:
     notes = []
     if report.get("launch_s") is not None:
         notes.append(f"launch {report['launch_s']:.1f}s")
+    if docker := report.get("docker"):
+        build = docker.get("build")
+        if docker.get("build_s") is not None:
+            build = f"{build} in {docker['build_s']:.0f}s"
+        notes.append(
+            f"image {build}, container ready in {docker.get('ready_s')}s as "
+            f"{docker.get('user')} on {docker.get('network')}"
+        )
     app = report.get("app") or {}
     if app.get("app"):
         source = app.get("source") or ""
