@@ -1,4 +1,4 @@
-"""A stand-in for the parts of Gitea that OpenEnv's git_env uses, on 127.0.0.1.
+"""A stand-in for the parts of Gitea that OpenEnv's git_env uses, on 127.0.0.1 (or `--host`).
 
 git_env (through OpenEnv's `GitServerClient`) asks a Gitea server for three things:
 `GET /` to see it is up, `GET /api/v1/user/repos` to list repositories, and
@@ -135,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (a container network's gateway for git_env in "
+        "Docker; never a public one)",
+    )
     parser.add_argument("--user", default="openenv")
     args = parser.parse_args(argv)
     args.root.mkdir(parents=True, exist_ok=True)
@@ -147,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         },
     )
     Handler.root, Handler.user = args.root.resolve(), args.user
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     print(
-        f"gitea stand-in on http://127.0.0.1:{args.port}", file=sys.stderr, flush=True
+        f"gitea stand-in on http://{args.host}:{args.port}", file=sys.stderr, flush=True
     )
     server.serve_forever()
     return 0

@@ -1,0 +1,137 @@
+"""compatibility/run.py's own parts: the eval command of the installed verifiers line,
+the traces it reads back, the table, and the recipes' Docker mounts. Fast: no env is
+launched (the runs themselves are in docs/real-envs.md)."""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from compatibility import recipes
+from compatibility.commands import LINE, eval_command, read_traces
+from compatibility.env_table import ENVS
+from compatibility.report import Result, reward_of, table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _args(**more) -> argparse.Namespace:
+    base = dict(
+        provider_kwargs={},
+        launch_timeout=600.0,
+        step_timeout=30.0,
+        docker=False,
+        provider=None,
+    )
+    return argparse.Namespace(**{**base, **more})
+
+
+def test_eval_command_is_the_installed_lines_own(tmp_path):
+    spec = ENVS["maze_env"]
+    cmd = eval_command(
+        "maze_env", tmp_path, spec, "http://127.0.0.1:1/v1", tmp_path, _args(), False
+    )
+    prefix = "--env.taskset." if LINE == "vf04" else "--taskset."
+    assert Path(cmd[0]).name == ("vf-eval" if LINE == "vf04" else "eval")
+    assert Path(cmd[0]).exists(), cmd[0]
+    settings = [arg for arg in cmd if arg.startswith("--") and "taskset" in arg]
+    assert settings and all(arg.startswith(prefix) for arg in settings), settings
+    assert json.loads(cmd[cmd.index(f"{prefix}resets") + 1]) == [spec.reset]
+    turns = "--env.player.max-turns" if LINE == "vf04" else "--max-turns"
+    assert cmd[cmd.index(turns) + 1] == str(spec.max_turns)
+
+
+def test_eval_command_in_docker_names_this_lines_flag(tmp_path):
+    spec = ENVS["maze_env"]
+    cmd = eval_command(
+        "maze_env", tmp_path, spec, "u", tmp_path, _args(docker=True), False
+    )
+    if LINE == "vf04":
+        assert cmd[cmd.index("--env.taskset.use-docker") + 1] == "true"
+    else:
+        assert cmd[cmd.index("--taskset.docker-on-host") + 1] == "true"
+
+
+def test_read_traces_gives_each_rollouts_trace_with_its_episodes_errors(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    failed = {"type": "OpenEnvError", "message": "launch failed"}
+    if LINE == "vf04":
+        lines = [
+            {
+                "traces": [{"stop_condition": "openenv_done", "errors": []}],
+                "errors": [],
+            },
+            {"traces": [], "errors": [failed]},
+        ]
+    else:
+        lines = [{"stop_condition": "openenv_done", "errors": []}, {"errors": [failed]}]
+    (run / "traces.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    traces = read_traces(tmp_path)
+    assert [t.get("stop_condition") for t in traces] == ["openenv_done", None]
+    assert traces[1]["errors"] == [failed]
+
+
+def test_reward_of_reads_both_lines_shapes():
+    assert reward_of({"rewards": {"openenv_reward": 0.5}}) == 0.5
+    assert reward_of({"rewards": {"openenv_reward": {"score": 1.0}}}) == 1.0
+    assert reward_of({}) is None
+
+
+def test_table_escapes_pipes_and_joins_notes():
+    row = Result("x_env", "ok", "FAIL", notes=["a | b", "c"])
+    assert table([row]).splitlines()[-1] == "| x_env | ok | FAIL | a \\| b; c |"
+
+
+def test_docker_recipes_mount_the_data_at_the_images_own_paths(tmp_path):
+    with recipes.prepared("agent_world_model_env", tmp_path, docker=True) as ready:
+        assert ready.env_vars == {"AWM_DATA_DIR": "/data/awm"}
+        run_args = ready.provider_kwargs["docker_run_args"]
+        assert run_args == ["-v", f"{recipes.DATA / 'agent_world_model'}:/data/awm:ro"]
+    with recipes.prepared("agent_world_model_env", tmp_path) as ready:
+        assert ready.env_vars["AWM_DATA_DIR"] == str(recipes.DATA / "agent_world_model")
+        assert ready.provider_kwargs == {}
+
+
+def test_tbench2_in_docker_mounts_a_writable_task_copy_and_its_tools(tmp_path):
+    with recipes.prepared("tbench2_env", tmp_path, docker=True) as ready:
+        assert ready.env_vars["TB2_TASKS_DIR"] == "/compat/tbench2-tasks"
+        assert ready.env_vars["PYTHONPATH"] == "/app/env:/compat/tools"
+        run_args = ready.provider_kwargs["docker_run_args"]
+        assert run_args[0::2] == ["-v", "-v"]
+        tasks = Path(run_args[1].split(":")[0])
+        assert run_args[1] == f"{tasks}:/compat/tbench2-tasks"
+        assert run_args[3].endswith(":/compat/tools:ro")
+        # The container runs as uid 65534: every file of the copy is writable by all.
+        assert all(p.stat().st_mode & 0o002 for p in [tasks, *tasks.rglob("*")])
+
+
+def test_docker_skips_say_why_and_are_not_run(tmp_path):
+    """`--docker` skips an env whose Dockerfile cannot build here, with the cause,
+    and starts nothing for it."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "compatibility" / "run.py")]
+        + ["--envs-dir", str(tmp_path), "--only", "openspiel_env", "--docker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert out.returncode != 0 and "not env folders" in out.stderr
+    (tmp_path / "openspiel_env").mkdir()
+    (tmp_path / "openspiel_env" / "pyproject.toml").write_text("[project]\n")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "compatibility" / "run.py")]
+        + ["--envs-dir", str(tmp_path), "--only", "openspiel_env", "--docker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr
+    row = out.stdout.splitlines()[-1]
+    assert row.startswith("| openspiel_env | skipped | skipped | in Docker: ")
+    assert "openenv-openspiel-base" in row
