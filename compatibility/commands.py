@@ -91,67 +91,32 @@ def check_command(
     return cmd
 
 
-def _vf02_eval_command(
-    env: str,
-    env_dir: Path,
-    spec: EnvSpec,
-    policy_url: str,
-    out_dir: Path,
-    args: argparse.Namespace,
-    web_ui: bool,
-) -> list[str]:
+def _taskset_settings(
+    env_dir: Path, spec: EnvSpec, args: argparse.Namespace, web_ui: bool
+) -> list[tuple[bool, str, str]]:
+    """The eval's taskset settings, each `(per_user, name, value)`: `per_user` ones sit
+    under the user simulator's settings on 0.2 (`--taskset.task.user.*`); on 0.4 all
+    are `--env.taskset.*`."""
     kwargs: dict[str, Any] = {"project_path": str(env_dir), **args.provider_kwargs}
     if env_vars := spec_env_vars(spec, env_dir):
         kwargs["env_vars"] = env_vars
-    cmd = [str(BIN / "eval"), "openenv-v1", "--taskset.env", f"local/{env}"]
-    cmd += ["--taskset.task.user.provider-kwargs", j(kwargs)]
-    cmd += ["--taskset.resets", j([spec.reset])]
-    cmd += ["--taskset.task.user.launch-timeout-s", str(args.launch_timeout)]
-    cmd += ["--taskset.task.user.step-timeout-s", str(step_timeout(spec, args))]
-    cmd += ["--taskset.task.user.reset-timeout-s", str(step_timeout(spec, args))]
+    timeout = str(step_timeout(spec, args))
+    settings = [
+        (True, "provider-kwargs", j(kwargs)),
+        (False, "resets", j([spec.reset])),
+        (True, "launch-timeout-s", str(args.launch_timeout)),
+        (True, "step-timeout-s", timeout),
+        (True, "reset-timeout-s", timeout),
+    ]
     if web_ui:
-        cmd += ["--taskset.task.user.server-web-ui", "true"]
+        settings.append((True, "server-web-ui", "true"))
     if args.docker:
-        cmd += ["--taskset.use-docker", "true", "--taskset.docker-on-host", "true"]
+        settings.append((False, "use-docker", "true"))
+        if LINE != "vf04":
+            settings.append((False, "docker-on-host", "true"))
     if args.provider:
-        cmd += ["--taskset.provider", args.provider]
-    cmd += ["--harness.id", "null", "-n", "1", "-r", "1"]
-    cmd += ["--max-turns", str(spec.max_turns)]
-    cmd += ["--no-push", "--no-rich", "-o", str(out_dir)]
-    cmd += ["-m", "local-policy", "--client.base-url", policy_url]
-    cmd += ["--client.api-key-var", KEY_VAR]
-    return cmd
-
-
-def _vf04_eval_command(
-    env: str,
-    env_dir: Path,
-    spec: EnvSpec,
-    policy_url: str,
-    out_dir: Path,
-    args: argparse.Namespace,
-    web_ui: bool,
-) -> list[str]:
-    kwargs: dict[str, Any] = {"project_path": str(env_dir), **args.provider_kwargs}
-    if env_vars := spec_env_vars(spec, env_dir):
-        kwargs["env_vars"] = env_vars
-    cmd = [str(BIN / "vf-eval"), "openenv-v1", "--env.taskset.env", f"local/{env}"]
-    cmd += ["--env.taskset.provider-kwargs", j(kwargs)]
-    cmd += ["--env.taskset.resets", j([spec.reset])]
-    cmd += ["--env.taskset.launch-timeout-s", str(args.launch_timeout)]
-    cmd += ["--env.taskset.step-timeout-s", str(step_timeout(spec, args))]
-    cmd += ["--env.taskset.reset-timeout-s", str(step_timeout(spec, args))]
-    if web_ui:
-        cmd += ["--env.taskset.server-web-ui", "true"]
-    if args.docker:
-        cmd += ["--env.taskset.use-docker", "true"]
-    if args.provider:
-        cmd += ["--env.taskset.provider", args.provider]
-    cmd += ["-n", "1", "-r", "1", "--env.player.max-turns", str(spec.max_turns)]
-    cmd += ["--no-push", "--no-rich", "-o", str(out_dir)]
-    cmd += ["-m", "local-policy", "--client.base-url", policy_url]
-    cmd += ["--client.api-key-var", KEY_VAR]
-    return cmd
+        settings.append((False, "provider", args.provider))
+    return settings
 
 
 def eval_command(
@@ -165,8 +130,23 @@ def eval_command(
 ) -> list[str]:
     """One rollout of `env` against the local policy at `policy_url`, written under
     `out_dir`, on this line's eval command."""
-    build = _vf04_eval_command if LINE == "vf04" else _vf02_eval_command
-    return build(env, env_dir, spec, policy_url, out_dir, args, web_ui)
+    settings = _taskset_settings(env_dir, spec, args, web_ui)
+    if LINE == "vf04":
+        cmd = [str(BIN / "vf-eval"), "openenv-v1", "--env.taskset.env", f"local/{env}"]
+        for _, name, value in settings:
+            cmd += [f"--env.taskset.{name}", value]
+        cmd += ["-n", "1", "-r", "1", "--env.player.max-turns", str(spec.max_turns)]
+    else:
+        cmd = [str(BIN / "eval"), "openenv-v1", "--taskset.env", f"local/{env}"]
+        for per_user, name, value in settings:
+            scope = "taskset.task.user" if per_user else "taskset"
+            cmd += [f"--{scope}.{name}", value]
+        cmd += ["--harness.id", "null", "-n", "1", "-r", "1"]
+        cmd += ["--max-turns", str(spec.max_turns)]
+    cmd += ["--no-push", "--no-rich", "-o", str(out_dir)]
+    cmd += ["-m", "local-policy", "--client.base-url", policy_url]
+    cmd += ["--client.api-key-var", KEY_VAR]
+    return cmd
 
 
 def read_traces(out_dir: Path) -> list[dict[str, Any]]:
