@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -82,14 +83,31 @@ def assert_episodes_ended_cleanly(traces: list[dict[str, Any]], count: int) -> N
         )
 
 
+# The adapter's feedback opens its turn (`render_invalid`, `render_invalid_call`,
+# `render_no_tool_call`, `render_invalid_end`) or, after a tool call the env answered
+# with an error, closes it (`render_tool_failed`). Matching anywhere would also count
+# an env's observation that quotes the model's reply, and a small model's reply often
+# repeats the last feedback word for word (the local Wordle env quotes an invalid
+# guess whole).
+_FEEDBACK_OPENS = re.compile(
+    r"^(Invalid action: |Invalid call: |Act by calling a tool: )"
+)
+_FEEDBACK_CLOSES = re.compile(
+    r"\nThe tool call failed\. \d+ more invalid actions? in a row will end the "
+    r"episode\.$|\nInvalid action: .*so the episode is over\.$",
+    re.DOTALL,
+)
+
+
 def invalid_feedback_turns(trace: dict[str, Any]) -> int:
-    """User (or tool) turns of the trace that answer an invalid reply: they say it
-    was an invalid action and how many more end the episode (`core/episode/render.py`)."""
+    """User (or tool) turns of the trace that answer an invalid reply: the
+    adapter's feedback opens or closes them (`core/episode/action_format.py`)."""
     turns = 0
     for node in trace["nodes"]:
         message = node["message"]
         if message["role"] in ("user", "tool"):
-            if "invalid action" in _text(message.get("content")).lower():
+            text = _text(message.get("content"))
+            if _FEEDBACK_OPENS.match(text) or _FEEDBACK_CLOSES.search(text):
                 turns += 1
     return turns
 
