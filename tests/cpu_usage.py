@@ -3,9 +3,11 @@
 A test's CPU is the user+sys time its process (the xdist worker, with its threads)
 spent from the start of the test's setup to the end of its teardown, plus that of
 the processes the test started and reaped in that time (`RUSAGE_CHILDREN`: a child
-counts once it has been waited for, with the children it reaped in turn). What it
-misses: processes that outlive their test (a session server counts for the test
-that stops it, at the end of the run) and orphans nobody of this run reaps. The
+counts once it has been waited for, with the children it reaped in turn), and that
+of the evals the test forked from the eval zygote (`tests/eval_zygote.py`, whose
+reapers report it). What it misses: processes that outlive their test (a session
+server counts for the test that stops it, at the end of the run) and orphans nobody
+of this run reaps. The
 measure is of this run's own work, so it holds on a machine other jobs share,
 where wall times do not.
 
@@ -35,7 +37,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _cpu() -> float:
-    total = 0.0
+    from tests import eval_zygote
+
+    total = eval_zygote.forked_cpu
     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
         usage = resource.getrusage(who)
         total += usage.ru_utime + usage.ru_stime

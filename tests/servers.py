@@ -18,6 +18,7 @@ import httpx
 
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
+from tests import eval_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
@@ -291,14 +292,13 @@ def run_eval(
     timeout: float = 300.0,
     env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    """`eval ...` as a user types it (no push); returns the process and its traces.
-    `env` adds to (or overrides) this process's environment."""
-    proc = subprocess.run(
+    """`eval ...` as a user types it (no push), forked from the worker's eval zygote
+    (`tests/eval_zygote.py`); returns the process and its traces. `env` adds to (or
+    overrides) this process's environment."""
+    proc = eval_zygote.run(
         [str(BIN / "eval"), *args, "--no-push"],
         cwd=cwd,
         env=eval_environ(env),
-        capture_output=True,
-        text=True,
         timeout=timeout,
     )
     return proc, read_traces(cwd)

@@ -1,0 +1,302 @@
+"""Evals the tests run, each forked from a process that has imported verifiers once.
+
+A fresh `eval` (verifiers 0.2) or `vf-eval` (0.4) spends 5-6 s of CPU importing
+verifiers (sympy for its math scorer, the Anthropic and OpenAI SDKs) before it reads
+its first flag, the same for every eval; the suite runs about a hundred, on 2 cores.
+So each test worker starts one *zygote* per console script, which imports the
+script's module and waits; `run` asks it for a fork that is the eval from there on:
+
+- its arguments, environment (`os.environ`, hence every process it starts),
+  working directory and standard streams are the test's; it runs the console script's
+  `main` and exits through `sys.exit`, so the eval's atexit handlers run; its exit
+  code (negative for a signal) is what `run` returns, with its output, as a
+  `subprocess.CompletedProcess`;
+- `run` kills it on timeout and raises `subprocess.TimeoutExpired`, as
+  `subprocess.run` does;
+- it dies with the zygote, the zygote with the test worker (parent-death signals).
+
+What differs from a fresh process: its parent is a small reaper the zygote forked
+(the worker's grandchild), `/proc/PID/cmdline` and `environ` show the zygote's, and
+what is read from the environment at import is read in the zygote (verifiers 0.2's
+`VF_LOG_LEVEL`, which the fork applies again). An eval whose environment changes a
+`PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process.
+Tests about the eval's own process (signals, SIGKILL, what /proc shows) start it
+with `subprocess` themselves.
+
+    proc = run([str(BIN / "eval"), ...], cwd=tmp_path, env=environ, timeout=300)
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run"]
+
+_PR_SET_PDEATHSIG = 1
+_ENTRY_POINTS = {
+    "eval": "verifiers.v1.cli.eval.main:main",
+    "vf-eval": "verifiers.v1.cli.eval.main:main",
+}
+_zygotes: dict[str, _Zygote] = {}
+forked_cpu = 0.0
+"""CPU seconds (user+sys) of the forked evals that ended so far, with what they
+reaped: `RUSAGE_CHILDREN` of this process misses them (`tests/cpu_usage.py` adds
+it)."""
+_lock = threading.Lock()
+
+
+def run(
+    command: list[str], *, cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+    timeout=timeout)` for an `eval`/`vf-eval` of this venv, forked from its zygote
+    (see the module docstring); as a fresh process when the zygote cannot run it."""
+    script = Path(command[0])
+    if not _forkable(script, env):
+        return _fresh(command, cwd, env, timeout)
+    with _lock:
+        zygote = _zygotes.get(script.name)
+        if zygote is None or not zygote.alive():
+            zygote = _zygotes[script.name] = _Zygote(script.name)
+    return zygote.run(command, cwd, env, timeout)
+
+
+def _forkable(script: Path, env: dict[str, str]) -> bool:
+    if script.name not in _ENTRY_POINTS or script.parent != Path(sys.executable).parent:
+        return False
+    if not sys.platform.startswith("linux"):
+        return False
+    names = {n for n in [*env, *os.environ] if n.startswith("PYTHON")}
+    return all(env.get(n) == os.environ.get(n) for n in names)
+
+
+def _fresh(
+    command: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+class _Zygote:
+    """The test side of one zygote process."""
+
+    def __init__(self, script: str) -> None:
+        self.socket_path = Path(tempfile.mkdtemp(prefix="openenv-v1-zygote-")) / "s"
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, _ENTRY_POINTS[script], str(self.socket_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        ready = self.proc.stdout.readline() if self.proc.stdout else b""
+        if ready.strip() != b"ready":
+            self.proc.kill()
+            raise RuntimeError(f"the {script} zygote did not start: {ready!r}")
+        atexit.register(self.close)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(
+        self, command: list[str], cwd: Path, env: dict[str, str], timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+        readers = [
+            threading.Thread(target=_drain, args=(fd, chunks[fd]), daemon=True)
+            for fd in (out_r, err_r)
+        ]
+        for reader in readers:
+            reader.start()
+        request = json.dumps({"argv": command, "cwd": str(cwd), "env": env}).encode()
+        with socket.socket(socket.AF_UNIX) as conn, open(os.devnull, "rb") as null:
+            conn.connect(str(self.socket_path))
+            socket.send_fds(conn, [request + b"\n"], [null.fileno(), out_w, err_w])
+            os.close(out_w)
+            os.close(err_w)
+            lines = _Lines(conn)
+            pid = int(lines.next())
+            conn.settimeout(timeout)
+            try:
+                code, cpu = lines.next().split()
+            except TimeoutError:
+                _kill(pid)
+                conn.settimeout(None)
+                code, cpu = lines.next().split()
+                timed_out = True
+            else:
+                timed_out = False
+        for reader in readers:
+            reader.join()
+        global forked_cpu
+        forked_cpu += float(cpu)
+        stdout, stderr = _text(chunks[out_r]), _text(chunks[err_r])
+        if timed_out:
+            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(command, int(code), stdout, stderr)
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.socket_path.unlink(missing_ok=True)
+        with_dir = self.socket_path.parent
+        if with_dir.exists():
+            with_dir.rmdir()
+
+
+class _Lines:
+    """Lines read off a socket, a timeout leaving what was read intact."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.buffer = conn, b""
+
+    def next(self) -> str:
+        while b"\n" not in self.buffer:
+            chunk = self.conn.recv(4096)
+            if not chunk:
+                raise RuntimeError("the eval zygote closed the connection")
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
+
+
+def _drain(fd: int, into: list[bytes]) -> None:
+    with open(fd, "rb", buffering=0) as stream:
+        while chunk := stream.read(65536):
+            into.append(chunk)
+
+
+def _text(chunks: list[bytes]) -> str:
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _kill(pid: int, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+# The zygote process.
+
+
+def _die_with_parent(sig: int = signal.SIGTERM) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def _serve(entry_point: str, socket_path: str) -> None:
+    _die_with_parent()
+    parent = os.getppid()
+    module, _, name = entry_point.partition(":")
+    main = getattr(importlib.import_module(module), name)
+    if os.getppid() != parent:  # the worker died while this imported
+        sys.exit(0)
+    # The reapers are waited for, here and when this stops, so that the evals' CPU
+    # reaches the worker's `RUSAGE_CHILDREN` (the CI's figures count it).
+    signal.signal(signal.SIGTERM, _stop)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(socket_path)
+    listener.listen(64)
+    listener.settimeout(1.0)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        _reap_reapers(block=False)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(None)
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            _reap(conn, main)
+        _reapers.add(pid)
+        conn.close()
+
+
+_reapers: set[int] = set()
+
+
+def _reap_reapers(block: bool) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _reapers.discard(pid)
+
+
+def _stop(signum: int, frame: Any) -> None:
+    """Stop the reapers of evals still running (each eval gets its parent-death
+    SIGTERM), wait for all, exit."""
+    for pid in _reapers:
+        _kill(pid, signal.SIGTERM)
+    _reap_reapers(block=True)
+    os._exit(0)
+
+
+def _reap(conn: socket.socket, main: Any) -> None:
+    """The reaper: forks the eval, tells its pid, then its exit code."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    while not message.endswith(b"\n"):
+        message += conn.recv(1 << 20)
+    request = json.loads(message)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _eval(request, fds, main)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(f"{pid}\n".encode())
+    _, status, usage = os.wait4(pid, 0)
+    cpu = usage.ru_utime + usage.ru_stime
+    conn.sendall(f"{os.waitstatus_to_exitcode(status)} {cpu:.3f}\n".encode())
+    os._exit(0)
+
+
+def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
+    _die_with_parent()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None
+    argv = request["argv"]
+    sys.argv = list(argv)
+    sys.path[0] = str(Path(argv[0]).parent)
+    verifiers = sys.modules.get("verifiers")
+    if hasattr(verifiers, "setup_logging"):
+        verifiers.setup_logging(os.getenv("VF_LOG_LEVEL"))
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2])
