@@ -7,8 +7,9 @@ sympy (through math_verify, for math scoring). A simulator calls neither. At 64
 rollouts in flight on 2 cores, 64 such starts never all reported their port within
 verifiers' 180 s.
 
-`hide_unused_modules()`, called in the simulator process before verifiers is first
-imported, gives those packages as placeholders: importing them and naming what they
+`hide_unused_modules()`, called in the simulator process (and in the native tool
+server, `openenv_v1.vf02.tools`, which calls none of them either) before verifiers is
+first imported, gives those packages as placeholders: importing them and naming what they
 define works (verifiers' modules do both while they load), but calling anything in
 them, or reading an attribute off it, raises `UnusedModuleError` naming the package and
 the way back. verifiers itself is imported whole and unpatched; only the packages in
@@ -137,7 +138,8 @@ def is_placeholder(module_or_value: object) -> bool:
 def hide_unused_modules(packages: Sequence[str] = UNUSED) -> list[str]:
     """Make the not-yet-imported `packages` placeholders in this process; returns the
     ones hidden (none when `OPENENV_V1_FULL_IMPORT=1`). Call it before verifiers is
-    first imported, and only in a simulator process: it cannot be undone."""
+    first imported, and only in a simulator or native tool server process (neither
+    calls them): it cannot be undone."""
     if os.environ.get(FULL_IMPORT_VAR, "").strip() not in ("", "0"):
         return []
     if any(isinstance(f, _PlaceholderFinder) for f in sys.meta_path):
