@@ -2,7 +2,7 @@
 
 A fresh `eval` (verifiers 0.2) or `vf-eval` (0.4) spends 5-6 s of CPU importing
 verifiers (sympy for its math scorer, the Anthropic and OpenAI SDKs) before it reads
-its first flag, the same for every eval; the suite runs about a hundred, on 2 cores.
+its first flag, the same for every eval; the 0.2 suite alone runs about 70, on 2 cores.
 So each test worker starts one *zygote* per console script, which imports the
 script's module and waits; `run` asks it for a fork that is the eval from there on:
 

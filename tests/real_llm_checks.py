@@ -86,9 +86,8 @@ def assert_episodes_ended_cleanly(traces: list[dict[str, Any]], count: int) -> N
 # The adapter's feedback opens its turn (`render_invalid`, `render_invalid_call`,
 # `render_no_tool_call`, `render_invalid_end`) or, after a tool call the env answered
 # with an error, closes it (`render_tool_failed`). Matching anywhere would also count
-# an env's observation that quotes the model's reply, and a small model's reply often
-# repeats the last feedback word for word (the local Wordle env quotes an invalid
-# guess whole).
+# an env's observation that quotes a model's reply which repeats the feedback (the
+# local Wordle env quotes an invalid guess whole).
 _FEEDBACK_OPENS = re.compile(
     r"^(Invalid action: |Invalid call: |Act by calling a tool: )"
 )
