@@ -23,8 +23,8 @@ from pydantic import Field, model_validator
 
 from openenv_v1.core import EnvTarget
 from openenv_v1.core.episode.env_episode import ToolCalls
+from openenv_v1.core.launch.leases import PoolLeases
 from openenv_v1.core.launch.plan import ProviderName
-from openenv_v1.core.launch.target import PoolLeases
 from openenv_v1.settings import EpisodeSettings, TaskSettings
 
 
