@@ -55,6 +55,9 @@ class LocalSandbox:
         self.server_command: str | None = None
         self._proc: subprocess.Popen | None = None
         self._started = threading.Event()
+        # `kill` may come while `serve` starts the process (a cancelled launch):
+        # one lock orders the two, so no server starts after its sandbox is killed.
+        self._lock = threading.Lock()
         self.killed = False
 
     @property
@@ -90,22 +93,27 @@ class LocalSandbox:
         env = {**os.environ, **self.env, "OPENENV_V1_STANDIN": SERVER_MARK}
 
         def own() -> None:
-            self._proc = subprocess.Popen(
-                cmd,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_thread,
-                stdin=subprocess.DEVNULL,
-            )
+            with self._lock:
+                if self.killed:
+                    self._started.set()
+                    return
+                proc = self._proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_die_with_thread,
+                    stdin=subprocess.DEVNULL,
+                )
             self._started.set()
-            self._proc.wait()
+            proc.wait()
 
         threading.Thread(target=own, name="standin-sandbox", daemon=True).start()
         self._started.wait(30)
 
     def kill(self) -> None:
-        self.killed = True
-        proc = self._proc
+        with self._lock:
+            self.killed = True
+            proc = self._proc
         if proc is None or proc.poll() is not None:
             return
         try:
