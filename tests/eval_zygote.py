@@ -21,7 +21,8 @@ what is read from the environment at import is read in the zygote (verifiers 0.2
 `VF_LOG_LEVEL`, which the fork applies again). An eval whose environment changes a
 `PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process.
 Tests about the eval's own process (signals, SIGKILL, what /proc shows) start it
-with `subprocess` themselves.
+with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run pytest` starts
+every eval fresh.
 
     proc = run([str(BIN / "eval"), ...], cwd=tmp_path, env=environ, timeout=300)
 """
@@ -44,6 +45,8 @@ from typing import Any
 
 __all__ = ["run"]
 
+FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
+"""Set (to anything) in the test run's environment: every eval starts fresh."""
 _PR_SET_PDEATHSIG = 1
 _ENTRY_POINTS = {
     "eval": "verifiers.v1.cli.eval.main:main",
@@ -64,7 +67,7 @@ def run(
     timeout=timeout)` for an `eval`/`vf-eval` of this venv, forked from its zygote
     (see the module docstring); as a fresh process when the zygote cannot run it."""
     script = Path(command[0])
-    if not _forkable(script, env):
+    if os.environ.get(FRESH_VAR) or not _forkable(script, env):
         return _fresh(command, cwd, env, timeout)
     with _lock:
         zygote = _zygotes.get(script.name)
