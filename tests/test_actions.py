@@ -166,6 +166,16 @@ def test_the_action_inside_reasoning_is_never_played(reply):
     assert parse_action(reply, COLUMN) == {"column": 4}
 
 
+def test_a_bracketed_word_that_spells_a_reasoning_tag_in_another_case_is_an_action():
+    """Magistral's tags are `[THINK]`/`[/THINK]`, exactly; `[think]` is a Wordle
+    guess (a 256-episode run met it: seed 85 of the local env was refused three
+    times as "ended inside its reasoning")."""
+    assert parse_action("[think]", WORDLE) == {"message": "[think]"}
+    assert parse_action("[/think] [think]", WORDLE) == {"message": "[/think] [think]"}
+    with pytest.raises(InvalidAction, match="ended inside its reasoning"):
+        parse_action("[THINK]maybe [crane]", WORDLE)
+
+
 def test_reasoning_around_a_raw_field_answer_is_dropped():
     reply = "<think>Maybe [slate]? The E is yellow, so [crane].</think>\n[crane]"
     assert parse_action(reply, WORDLE) == {"message": "[crane]"}

@@ -113,10 +113,15 @@ def final_answer(
 def _patterns(
     delimiters: tuple[tuple[str, str], ...],
 ) -> list[tuple[re.Pattern[str], re.Pattern[str]]]:
-    return [
-        (re.compile(re.escape(tag), re.I), re.compile(re.escape(close), re.I))
-        for tag, close in delimiters
-    ]
+    return [(_tag_pattern(tag), _tag_pattern(close)) for tag, close in delimiters]
+
+
+def _tag_pattern(tag: str) -> re.Pattern[str]:
+    """A markup tag (`<think>`, `<|END_THINKING|>`) matches in any case; any other
+    (Magistral's `[THINK]`) only as written: a word in square brackets is also how
+    many envs take an action (Wordle's `[think]` is a guess, seen at scale)."""
+    flags = re.I if tag.startswith("<") else 0
+    return re.compile(re.escape(tag), flags)
 
 
 @dataclass(frozen=True)
