@@ -30,7 +30,6 @@ every eval fresh.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import importlib
 import json
 import os
@@ -43,11 +42,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from openenv_v1.core.launch.process_group import die_with_owner
+
 __all__ = ["run"]
 
 FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
 """Set (to anything) in the test run's environment: every eval starts fresh."""
-_PR_SET_PDEATHSIG = 1
 _ENTRY_POINTS = {
     "eval": "verifiers.v1.cli.eval.main:main",
     "vf-eval": "verifiers.v1.cli.eval.main:main",
@@ -200,13 +200,8 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> None:
 # The zygote process.
 
 
-def _die_with_parent(sig: int = signal.SIGTERM) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-
-
 def _serve(entry_point: str, socket_path: str) -> None:
-    _die_with_parent()
+    die_with_owner()
     parent = os.getppid()
     module, _, name = entry_point.partition(":")
     main = getattr(importlib.import_module(module), name)
@@ -262,7 +257,7 @@ def _stop(signum: int, frame: Any) -> None:
 def _reap(conn: socket.socket, main: Any) -> None:
     """The reaper: forks the eval, tells its pid, then its exit code."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
+    die_with_owner()
     message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
     while not message.endswith(b"\n"):
         message += conn.recv(1 << 20)
@@ -281,7 +276,7 @@ def _reap(conn: socket.socket, main: Any) -> None:
 
 
 def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
-    _die_with_parent()
+    die_with_owner()
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
