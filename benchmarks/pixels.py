@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from run import free_port, served  # noqa: E402
+from leg_processes import free_port, served  # noqa: E402
 
 H, W = 210, 160
 

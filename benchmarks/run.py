@@ -57,17 +57,14 @@ import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from docker_legs import (
     containers_left,
     docker_config,
@@ -75,14 +72,15 @@ from docker_legs import (
     run_label,
     wordle_image_folder,
 )
+from leg_processes import env_server_pids, free_port, served, tree_rss_mb
 from simulator_start import measure_starts
 from simulator_start import report as simulator_report
+from step_cost import step_overhead
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
 WORDLE_APP = "wordle_env.server.app:app"
-GUESSES = ["crane", "pious", "lofty", "bumpy", "giddy", "whisk"]
 
 
 @dataclass
@@ -101,81 +99,6 @@ class Figures:
     leftovers: int = 0
     """Env server processes (or containers) still alive 5 s after the eval ended (then
     killed)."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def served(cmd: list[str], health: str) -> Iterator[None]:
-    """A server process in its own group, stopped (the whole group) on exit."""
-    proc = subprocess.Popen(
-        cmd,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{cmd} exited with {proc.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(health, timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{health} not up")
-            time.sleep(0.1)
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        proc.wait(10)
-
-
-def tree_rss_mb(root: int) -> float:
-    """Resident memory of `root` and all its descendants, in MB."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            pid = int(entry.name)
-            children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack += children.get(pid, [])
-    return total / 1e6
-
-
-def env_server_pids(workdir: Path) -> set[int]:
-    """Live processes serving this checkout's local Wordle env (uv runs and uvicorns)
-    that this benchmark's evals started: named by their command line, or running in
-    the env's folder or the eval's working directory (other checkouts' servers on
-    the machine are not counted)."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if WORDLE_APP not in cmd or "uvicorn" not in cmd:
-                    continue
-                cwd = os.readlink(entry / "cwd")
-                ours = str(WORDLE_PROJECT) in cmd or cwd.startswith(
-                    (str(WORDLE_PROJECT), str(workdir))
-                )
-                if ours:
-                    pids.add(int(entry.name))
-    return pids
 
 
 def run_eval(
@@ -355,56 +278,6 @@ def vf04_environment(venv: Path) -> Path:
         check=True,
     )
     return venv / "bin" / "vf-eval"
-
-
-async def step_overhead(url: str, episodes: int) -> tuple[float, float, float]:
-    """Median seconds per step: a raw `GenericEnvClient.step` on a session of its own,
-    our `EnvEpisode.act` (parse, validate, step, render), and the client step inside
-    that `act` (same session and moment, so the difference is the adapter's own)."""
-    from openenv_v1.core import EnvEpisode, EnvTarget, EpisodeLimits, open_episode
-    from openenv_v1.core.light_import import generic_client_class
-
-    raw_times: list[float] = []
-    ours_times: list[float] = []
-    inner_times: list[float] = []
-    async with contextlib.AsyncExitStack() as stack:
-        raw = await stack.enter_async_context(generic_client_class()(base_url=url))
-        first = await open_episode(EnvTarget(base_url=url), EpisodeLimits(), stack)
-        client_step = first.client.step
-
-        async def timed_step(action, **kwargs):
-            started = time.perf_counter()
-            try:
-                return await client_step(action, **kwargs)
-            finally:
-                inner_times.append(time.perf_counter() - started)
-
-        for seed in range(episodes):
-            await raw.reset(seed=seed)
-            for guess in GUESSES:
-                started = time.perf_counter()
-                result = await raw.step({"message": f"[{guess}]"})
-                raw_times.append(time.perf_counter() - started)
-                if result.done:
-                    break
-            # A fresh account per game, on the one session (as `raw` has).
-            episode = EnvEpisode(
-                first.client,
-                first.spec,
-                first.limits,
-                first.label,
-                message_timeout_s=first.message_timeout_s,
-            )
-            await episode.reset({"seed": seed})
-            first.client.step = timed_step
-            for guess in GUESSES:
-                started = time.perf_counter()
-                await episode.act(f"[{guess}]")
-                ours_times.append(time.perf_counter() - started)
-                if episode.report.done:
-                    break
-            first.client.step = client_step
-    return tuple(statistics.median(t) for t in (raw_times, ours_times, inner_times))
 
 
 DOCKER_LEGS = ("docker-shared", "docker-per-rollout")

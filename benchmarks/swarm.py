@@ -30,14 +30,13 @@ import os
 import sys
 from pathlib import Path
 
+from leg_processes import free_port, served
 from run import (
     ROOT,
     WORDLE_APP,
     WORDLE_PROJECT,
     Figures,
-    free_port,
     run_eval,
-    served,
     vf04_environment,
 )
 
