@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from scaling.procs import WORDLE_APP, WORDLE_PROJECT, free_port
+from scaling.procs import WORDLE_APP, WORDLE_PROJECT, free_port, tree_rss_mb
 
 __all__ = ["env_server_pids", "free_port", "served", "tree_rss_mb"]
 
@@ -43,27 +43,6 @@ def served(cmd: list[str], health: str) -> Iterator[None]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 15)
         proc.wait(10)
-
-
-def tree_rss_mb(root: int) -> float:
-    """Resident memory of `root` and all its descendants, in MB."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            pid = int(entry.name)
-            children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack += children.get(pid, [])
-    return total / 1e6
 
 
 def env_server_pids(workdir: Path) -> set[int]:

@@ -81,6 +81,12 @@ def _descendants(root: int, table: dict[int, tuple[int, str, int, int]]) -> set[
     return found
 
 
+def tree_rss_mb(root: int) -> float:
+    """Resident memory of `root` and all its live descendants, in MB."""
+    table = _proc_table()
+    return sum(table[pid][2] for pid in _descendants(root, table)) / 1e6
+
+
 def _fds(pid: int) -> int:
     with contextlib.suppress(OSError):
         return len(os.listdir(f"/proc/{pid}/fd"))
