@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import platform
 import random
 import statistics
@@ -27,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from leg_processes import free_port, served  # noqa: E402
+from step_cost import timed_sessions  # noqa: E402
 
 H, W = 210, 160
 
@@ -96,44 +96,23 @@ def turn_cost(observations: list[dict]) -> tuple[float, int, int]:
 
 async def step_cost(url: str, steps: int) -> tuple[float, float, float]:
     """Median ms per step: a raw client step, our `act`, and the client step in it."""
-    from openenv_v1.core import EnvEpisode, EnvTarget, EpisodeLimits, open_episode
-    from openenv_v1.core.light_import import generic_client_class
-
     raw_times: list[float] = []
     ours_times: list[float] = []
-    inner_times: list[float] = []
-    async with contextlib.AsyncExitStack() as stack:
-        raw = await stack.enter_async_context(generic_client_class()(base_url=url))
-        first = await open_episode(EnvTarget(base_url=url), EpisodeLimits(), stack)
-        client_step = first.client.step
-
-        async def timed_step(action, **kwargs):
-            started = time.perf_counter()
-            try:
-                return await client_step(action, **kwargs)
-            finally:
-                inner_times.append(time.perf_counter() - started)
-
-        first.client.step = timed_step
+    async with timed_sessions(url) as sessions:
         while len(ours_times) < steps:
-            await raw.reset()
+            await sessions.raw.reset()
             for _ in range(3):
                 started = time.perf_counter()
-                await raw.step({"action_id": 1})
+                await sessions.raw.step({"action_id": 1})
                 raw_times.append(time.perf_counter() - started)
-            episode = EnvEpisode(
-                first.client,
-                first.spec,
-                first.limits,
-                first.label,
-                message_timeout_s=first.message_timeout_s,
-            )
+            episode = sessions.new_episode()
             await episode.reset({})
             while not episode.report.done:
                 started = time.perf_counter()
                 turn = await episode.act('{"action_id": 1}')
                 [image.data_url() for image in turn.images]
                 ours_times.append(time.perf_counter() - started)
+        inner_times = sessions.inner_times
     return tuple(
         statistics.median(t) * 1e3 for t in (raw_times, ours_times, inner_times)
     )
