@@ -49,7 +49,9 @@ class EpisodeSettings(BaseModel):
     for an env that imports gradio without declaring it."""
     launch_timeout_s: float = 120.0
     """Seconds a launched server may take to answer `/health` (UV provider's
-    `context_timeout_s` unless provider_kwargs sets it)."""
+    `context_timeout_s` unless provider_kwargs sets it); a UV server the launcher
+    starts again (on another port, with gradio, with the next app candidate) gets
+    them afresh."""
     connect_timeout_s: float = 10.0
     """Seconds to open the WebSocket session."""
     reset_timeout_s: float = 60.0

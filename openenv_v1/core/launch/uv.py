@@ -293,7 +293,8 @@ class SupervisedUVProvider(UVProvider):
         exits before it is ready is relaunched (on the owner thread) on another port
         when the port picked for it was taken first, or with the next app candidate
         when its app cannot be imported; any other exit fails at once, naming the
-        cause."""
+        cause. Each start gets `timeout_s` of its own: a relaunch is the launcher's
+        retry, not the server's slowness, and must not inherit a spent deadline."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=2.0, trust_env=False) as http:
@@ -303,6 +304,7 @@ class SupervisedUVProvider(UVProvider):
                 code = self._process.poll()
                 if code is not None:
                     self._relaunch_or_fail(code)
+                    deadline = time.monotonic() + timeout_s
                     continue
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{self._base_url}/health").status_code == 200:
