@@ -11,6 +11,7 @@ from openenv_v1.core.launch.uv import uv_bin_dir
 from tests.servers import (
     NULL_HARNESS,
     ROOT,
+    assert_crash_read_not_waited_out,
     free_port,
     model_flags,
     policy_server,
@@ -200,7 +201,6 @@ def test_closed_port_ends_the_rollout_fast_with_the_cause(tmp_path):
 
 
 def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
-    started = time.monotonic()
     with policy_server("solver") as policy:
         proc, traces = run_eval(
             [
@@ -211,7 +211,6 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
             ],
             tmp_path,
         )
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(traces) == 2
     for trace in traces:
@@ -219,7 +218,7 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
         assert error["type"] == "UserError"
         assert "ModuleNotFoundError" in error["message"]
         assert "wordle_env.nope" in error["message"]
-    assert elapsed < 60
+        assert_crash_read_not_waited_out(error["message"])
     assert wordle_uv_servers() == []
 
 

@@ -18,6 +18,7 @@ from tests.servers import (
     TEST_ENVS,
     WORDLE_APP,
     WORDLE_PROJECT,
+    assert_crash_read_not_waited_out,
     processes_matching,
     wait_until,
     wordle_uv_servers,
@@ -101,7 +102,6 @@ async def test_all_servers_full_waits_then_names_the_limit():
 
 async def test_a_failed_launch_fails_every_lease_at_once_with_its_cause():
     target = wordle_target("wordle_env.no_such_module:app")
-    started = time.monotonic()
     with pool_of(target) as (_, url):
         async with contextlib.AsyncExitStack() as stack:
             results = await asyncio.gather(
@@ -109,9 +109,9 @@ async def test_a_failed_launch_fails_every_lease_at_once_with_its_cause():
                 open_episode(leased(target, url), EpisodeLimits(), stack),
                 return_exceptions=True,
             )
-    assert time.monotonic() - started < 60
     for result in results:
         assert isinstance(result, EnvFailure)
+        assert_crash_read_not_waited_out(str(result))
         assert "ModuleNotFoundError" in str(result)
         assert "wordle_env.no_such_module" in str(result)
     assert wordle_uv_servers() == []

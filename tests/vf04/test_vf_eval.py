@@ -14,6 +14,7 @@ import pytest
 from tests.servers import (
     COUNTER_SCRIPT,
     ROOT,
+    assert_crash_read_not_waited_out,
     eval_environ,
     free_port,
     model_flags,
@@ -178,7 +179,6 @@ def test_closed_port_ends_the_rollout_fast_with_the_cause(tmp_path):
 
 
 def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
-    started = time.monotonic()
     with policy_server("solver") as policy:
         proc, episodes = run_vf_eval(
             [
@@ -189,7 +189,6 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
             ],
             tmp_path,
         )
-    elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(episodes) == 2
     for episode in episodes:
@@ -197,7 +196,7 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
         assert error["type"] == "OpenEnvError"
         assert "ModuleNotFoundError" in error["message"]
         assert "wordle_env.nope" in error["message"]
-    assert elapsed < 90
+        assert_crash_read_not_waited_out(error["message"])
     assert wordle_uv_servers() == []
 
 
