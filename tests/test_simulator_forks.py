@@ -58,12 +58,13 @@ class Simulator:
         def serving() -> bool:  # after setup_task, as verifiers' probe waits for
             assert self.proc.poll() is None, self.log()
             try:
-                httpx.get(url, timeout=2)
+                http.get(url)
             except httpx.TransportError:
                 return False
             return True
 
-        assert wait_until(serving, 120, interval=0.05), self.log()
+        with httpx.Client(timeout=2, trust_env=False) as http:  # one for every poll
+            assert wait_until(serving, 120, interval=0.05), self.log()
         return url
 
     def opening(self) -> str:

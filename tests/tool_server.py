@@ -143,17 +143,18 @@ def _spawn(
 def _wait_serving(proc: subprocess.Popen, port_file: Path) -> str:
     import httpx
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        if port_file.exists() and port_file.read_text().strip().isdigit():
-            url = f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(url, timeout=1)
-                return url
-        time.sleep(0.1)
-    raise TimeoutError("server not serving within 60s")
+    deadline = time.monotonic() + 120
+    with httpx.Client(timeout=1, trust_env=False) as http:  # one for every poll
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}")
+            if port_file.exists() and port_file.read_text().strip().isdigit():
+                url = f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
+                with contextlib.suppress(httpx.HTTPError):
+                    http.get(url)
+                    return url
+            time.sleep(0.1)
+    raise TimeoutError("server not serving within 120s")
 
 
 async def list_tools(url: str) -> list[Any]:
