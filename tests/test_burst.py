@@ -1,14 +1,17 @@
 """A burst of episodes at once on the shared servers, the way a trainer starts a
 batch: every one is leased a session, played and handed back, and the pool grows to
-the servers the burst needs. Leases in process (verifiers 0.4, where every episode
-runs in the eval process) and over the pool's loopback endpoint (verifiers 0.2's
-user simulators). The full 2,048-episode, 512-in-flight run is benchmarks/scale.py."""
+the servers the burst needs. Each verifiers line's environment bursts the way its
+binding leases: in process on verifiers 0.4 (every episode runs in the eval
+process), over the pool's loopback endpoint on 0.2 (its user simulators); the other
+way never runs on that line's OpenEnv client, so it is not repeated there. The full
+2,048-episode, 512-in-flight run is benchmarks/scale.py."""
 
 import asyncio
 import contextlib
 
 import pytest
 
+from openenv_v1 import verifiers_line
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.wordle_solver import _words
@@ -16,6 +19,8 @@ from tests.servers import WORDLE_APP, WORDLE_PROJECT, wordle_uv_servers
 
 BURST = 128
 SESSIONS_PER_SERVER = 32
+LINE_LEASES = {"vf02": "over_http", "vf04": "in_process"}
+"""How each verifiers line's binding leases sessions (vf02/taskset, vf04/env)."""
 
 
 async def play(
@@ -32,7 +37,7 @@ async def play(
         return episode.report.reward, episode.client.base_url
 
 
-@pytest.mark.parametrize("leases", ["in_process", "over_http"])
+@pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
 async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
     target = EnvTarget(
         env="local/wordle",
