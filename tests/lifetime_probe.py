@@ -1,7 +1,8 @@
 """Run only by tests/test_lifetime.py, as a pytest run of its own: starts what a real
-test run starts (a session-scoped env server, a `slow` policy with a reply pending, a
-plain child process), writes their pids to `$LIFETIME_PROBE_PIDS`, then waits to be
-killed. Skipped anywhere else."""
+test run starts (a session-scoped env server, a server process with a request
+pending: the local policy's command in `slow` mode, a plain child process), writes
+their pids to `$LIFETIME_PROBE_PIDS`, then waits to be killed. Skipped anywhere
+else."""
 
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import policy_server
+from tests.servers import serve_on_free_port, stop
 
 PIDS = os.environ.get("LIFETIME_PROBE_PIDS")
 
@@ -43,7 +44,15 @@ def listening_pid(url: str) -> int:
 
 def test_wait_to_be_killed(counter_url):
     plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with policy_server("slow", delay=600) as policy:
+    slow, port = serve_on_free_port(
+        lambda port: (
+            [sys.executable, "-m", "openenv_v1.local_policy"]
+            + ["--mode", "slow", "--delay", "600", "--port", str(port)]
+        ),
+        "/v1/models",
+    )
+    policy = f"http://127.0.0.1:{port}/v1"
+    try:
         pending = threading.Thread(
             target=httpx.post,
             args=(f"{policy}/chat/completions",),
@@ -54,3 +63,5 @@ def test_wait_to_be_killed(counter_url):
         pids = [listening_pid(counter_url), listening_pid(policy), plain.pid]
         Path(PIDS).write_text(json.dumps(pids))
         threading.Event().wait()
+    finally:
+        stop(slow)

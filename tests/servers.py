@@ -9,15 +9,17 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
+import uvicorn
 
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
+from openenv_v1.local_policy import SHUTDOWN_GRACE_S, create_app
 from tests import eval_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,35 +164,41 @@ def policy_server(
     delay: float | None = None,
     record: Path | None = None,
 ) -> Iterator[str]:
-    """The local OpenAI-compatible policy; yields its `/v1` base URL. With `record`,
-    it appends every request body it gets to that file (`recorded_requests`)."""
-    flags = ["--mode", mode]
-    script_file = None
-    if script is not None:
-        fd, name = tempfile.mkstemp(prefix="openenv-v1-script-", suffix=".json")
-        os.close(fd)
-        script_file = Path(name)
-        script_file.write_text(json.dumps(script))
-        flags += ["--script", str(script_file)]
-    if delay is not None:
-        flags += ["--delay", str(delay)]
-    if record is not None:
-        flags += ["--record", str(record)]
+    """The local OpenAI-compatible policy (`openenv_v1.local_policy`'s app, as its
+    command line builds it); yields its `/v1` base URL. With `record`, it appends
+    every request body it gets to that file (`recorded_requests`).
+
+    It is served by uvicorn on a thread of this test process, on a socket bound
+    before it starts (no port race): a process of its own cost ~1 s of CPU to start,
+    for ~80 policies a suite. The command line itself runs in the demo's tests."""
+    app = create_app(
+        mode, delay=5.0 if delay is None else delay, script=script, record=record
+    )
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="policy", daemon=True
+    )
+    thread.start()
     try:
-        proc, port = serve_on_free_port(
-            lambda port: (
-                [sys.executable, "-m", "openenv_v1.local_policy"]
-                + [*flags, "--port", str(port)]
-            ),
-            "/v1/models",
-        )
-        try:
-            yield f"http://127.0.0.1:{port}/v1"
-        finally:
-            stop(proc)
+        if not wait_until(lambda: server.started or not thread.is_alive(), 60, 0.01):
+            raise TimeoutError(f"the local policy on port {port} not up within 60s")
+        if not server.started:
+            raise RuntimeError(f"the local policy on port {port} failed to start")
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
-        if script_file is not None:
-            script_file.unlink(missing_ok=True)
+        server.should_exit = True
+        thread.join(SHUTDOWN_GRACE_S + 10)
+        sock.close()
 
 
 def recorded_requests(record: Path) -> list[dict]:
