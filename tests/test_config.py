@@ -1,7 +1,6 @@
 """Configuration rules: what is required, what wins, what is forced, and the errors."""
 
 import os
-import subprocess
 
 import pytest
 import verifiers.v1 as vf
@@ -9,6 +8,7 @@ from pydantic import ValidationError
 
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 from openenv_wordle_v1 import WORDLE_APP, OpenEnvWordleConfig, OpenEnvWordleTaskset
+from tests import eval_zygote
 from tests.servers import BIN
 
 
@@ -129,11 +129,11 @@ def test_both_ids_resolve_to_their_configs():
 
 
 @pytest.mark.parametrize("taskset", ["openenv-v1", "openenv-wordle-v1"])
-def test_eval_help_works_for_both_tasksets(taskset):
-    proc = subprocess.run(
+def test_eval_help_works_for_both_tasksets(taskset, tmp_path):
+    proc = eval_zygote.run(
         [str(BIN / "eval"), taskset, "--help"],
-        capture_output=True,
-        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

@@ -19,7 +19,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 import tomllib
@@ -41,6 +40,7 @@ from openenv_v1.core import (
 from openenv_v1.core.launch.docker import network as docker_network
 from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_wordle_v1 import WORDLE_APP as SPACE_APP
+from tests import eval_zygote
 from tests.servers import BIN, WORDLE_APP, free_port, processes_matching
 
 FAKE_DOCKER = Path(__file__).resolve().parent / "fake_docker"
@@ -381,11 +381,10 @@ def test_use_docker_flags_resolve_to_a_prime_vm_user_with_the_docker_settings(
         "--taskset.task.user.provider-kwargs",
         json.dumps(provider_kwargs),
     ]
-    proc = subprocess.run(
+    proc = eval_zygote.run(
         [str(BIN / "eval"), *args, "-m", "local-policy", "--dry-run", "--no-push"],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
+        env=dict(os.environ),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

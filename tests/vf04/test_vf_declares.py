@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import eval_zygote
 from tests.servers import (
     BIN,
     ROOT,
@@ -170,12 +171,10 @@ def test_resume_after_reordering_and_extending_resets_runs_only_the_new_task(
         assert taskset["resets"] == first
         taskset["resets"] = [{"tries": 2}, {"tries": 1}, {"tries": 3}]
         saved.write_text(json.dumps(config))
-        proc = subprocess.run(
+        proc = eval_zygote.run(
             [str(BIN / "vf-eval"), "@", str(saved), "--resume", "--no-push"],
             cwd=tmp_path,
             env=eval_environ(),
-            capture_output=True,
-            text=True,
             timeout=300,
         )
     assert proc.returncode == 0, proc.stderr[-3000:]
