@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from openenv_v1.core.launch.uv import NO_GRADIO_DIR
+from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
 from openenv_v1.local_policy import SHUTDOWN_GRACE_S, create_app
 from tests import eval_zygote
@@ -40,16 +40,12 @@ COUNTER_SCRIPT = [
 and 1.0 (done)."""
 
 
-READINESS_TIMEOUT = "was not ready within"
-"""What a launch failure says when the server did not answer in time (`launch/uv.py`)."""
-
-
 def assert_crash_read_not_waited_out(message: str) -> None:
     """The launch failed on the server's own exit, read as it happened, not on the
     readiness timeout. Said by the failure's words rather than a time bound, which a
     loaded machine breaks (a wrong app's eval took 145 s under a load of 8 on 2
     cores, against a 120 s launch timeout)."""
-    assert READINESS_TIMEOUT not in message, message
+    assert NOT_READY not in message, message
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.25) -> bool:

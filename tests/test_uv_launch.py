@@ -9,13 +9,15 @@ import httpx
 import pytest
 
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
-from openenv_v1.core.launch.uv import SupervisedUVProvider
+from openenv_v1.core.launch.uv import NOT_READY, SupervisedUVProvider
 from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR
 from tests.servers import (
+    TEST_ENVS,
     WORDLE_APP,
     WORDLE_PROJECT,
     assert_crash_read_not_waited_out,
     processes_matching,
+    wait_until,
     wordle_uv_servers,
     wordle_uvicorns,
 )
@@ -50,6 +52,25 @@ async def test_wrong_app_fails_fast_with_the_servers_own_error():
     assert "ModuleNotFoundError" in str(info.value)
     assert "wordle_env.no_such_module" in str(info.value)
     assert wordle_uv_servers() == []
+
+
+async def test_a_server_still_starting_at_its_launch_timeout_fails_saying_so():
+    """A real readiness timeout says `NOT_READY`, the words the wrong-app tests rule
+    out (`assert_crash_read_not_waited_out`), and its server is stopped."""
+    target = EnvTarget(
+        env="local/wordle",
+        provider_kwargs={
+            "project_path": str(WORDLE_PROJECT),
+            "app": "slow_start:app",  # ten minutes to import
+            "env_vars": {"PYTHONPATH": str(TEST_ENVS)},
+        },
+        launch_timeout_s=5,
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure) as info:
+            await open_episode(target, EpisodeLimits(), stack)
+    assert f"{NOT_READY} 5s" in str(info.value)
+    assert wait_until(lambda: processes_matching("slow_start:app") == [], 30)
 
 
 async def test_missing_project_path_is_named():

@@ -82,6 +82,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_CHARS = 2000
+NOT_READY = "was not ready within"
+"""What a launch failure says when the server did not answer `/health` in time (and
+only then: a server that exited says how)."""
 # Keys of `provider_kwargs` that OpenEnv hands to `provider.start()` rather than to the
 # provider's constructor.
 _START_KEYS = ("port", "env_vars", "workers")
@@ -314,8 +317,8 @@ class SupervisedUVProvider(UVProvider):
                         return self._base_url
                 if time.monotonic() >= deadline:
                     raise EnvFailure(
-                        f"env server `uvicorn {self.app}` at {self._base_url} was not "
-                        f"ready within {timeout_s:.0f}s (raise "
+                        f"env server `uvicorn {self.app}` at {self._base_url} "
+                        f"{NOT_READY} {timeout_s:.0f}s (raise "
                         "task.user.launch_timeout_s if it is just slow); its output "
                         f"ends with:\n{self.log_tail()}"
                     )
