@@ -40,10 +40,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -51,6 +52,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from openenv_v1.wordle_solver import next_guess
+
+if TYPE_CHECKING:
+    import uvicorn
 
 MODES = (
     "solver",
@@ -67,6 +71,8 @@ MODES = (
 SHUTDOWN_GRACE_S = 1
 """How long a stop signal lets open requests finish (uvicorn's own default is to
 wait for them indefinitely)."""
+DEFAULT_DELAY_S = 5.0
+"""`--delay` unless given: seconds a `slow` reply waits."""
 
 
 def _text(content: Any) -> str:
@@ -221,32 +227,44 @@ def create_app(
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    import socket
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` (0 picks a free port), for `server(...).run`."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
 
+
+def server(app: Starlette) -> uvicorn.Server:
+    """The uvicorn server that serves `app`: quiet, stopping within
+    `SHUTDOWN_GRACE_S` of a stop even with replies pending."""
     import uvicorn
 
+    config = uvicorn.Config(
+        app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+    )
+    return uvicorn.Server(config)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", default="solver", choices=MODES)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", help="write the bound port here once listening")
-    parser.add_argument("--delay", type=float, default=5.0, help="seconds, mode slow")
+    parser.add_argument(
+        "--delay", type=float, default=DEFAULT_DELAY_S, help="seconds, mode slow"
+    )
     parser.add_argument("--script", help="JSON file with a list of replies")
     parser.add_argument("--record", help="append each request body here (JSON lines)")
     args = parser.parse_args(argv)
     script = json.loads(Path(args.script).read_text()) if args.script else None
     record = Path(args.record) if args.record else None
     app = create_app(args.mode, delay=args.delay, script=script, record=record)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
+    sock = listening_socket(args.host, args.port)
     if args.port_file:
         Path(args.port_file).write_text(str(sock.getsockname()[1]))
-    config = uvicorn.Config(
-        app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    server(app).run(sockets=[sock])
 
 
 if __name__ == "__main__":

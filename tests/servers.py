@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
-import uvicorn
 
+from openenv_v1 import local_policy
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
-from openenv_v1.local_policy import SHUTDOWN_GRACE_S, create_app
 from tests import eval_zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,27 +159,22 @@ def policy_server(
     delay: float | None = None,
     record: Path | None = None,
 ) -> Iterator[str]:
-    """The local OpenAI-compatible policy (`openenv_v1.local_policy`'s app, as its
-    command line builds it); yields its `/v1` base URL. With `record`, it appends
+    """The local OpenAI-compatible policy (`openenv_v1.local_policy`'s app and server,
+    as its command line builds them); yields its `/v1` base URL. With `record`, it appends
     every request body it gets to that file (`recorded_requests`).
 
     It is served by uvicorn on a thread of this test process, on a socket bound
     before it starts (no port race): a process of its own cost ~1 s of CPU to start,
     for ~80 policies a suite. The command line itself runs in the demo's tests."""
-    app = create_app(
-        mode, delay=5.0 if delay is None else delay, script=script, record=record
+    app = local_policy.create_app(
+        mode,
+        delay=local_policy.DEFAULT_DELAY_S if delay is None else delay,
+        script=script,
+        record=record,
     )
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = local_policy.listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="off",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-    )
-    server = uvicorn.Server(config)
+    server = local_policy.server(app)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="policy", daemon=True
     )
@@ -193,7 +187,7 @@ def policy_server(
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         server.should_exit = True
-        thread.join(SHUTDOWN_GRACE_S + 10)
+        thread.join(local_policy.SHUTDOWN_GRACE_S + 10)
         sock.close()
 
 
