@@ -164,8 +164,6 @@ def eval_layout(
                 resets,
                 "-c",
                 "2",
-                "--harness.id",
-                "null",
                 *model_flags(policy),
             ],
             tmp_path,
