@@ -54,10 +54,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
-    """`--dist loadgroup` sends the tests of an `xdist_group` to one worker by adding
+    """Tests marked `long` go first: pytest-xdist hands tests out in collection
+    order (after its groups, the largest first), so a long test collected late
+    starts when the others are nearly done and ends the run alone; started first,
+    its waiting overlaps their work. The sort is stable: every worker collects the
+    same order, as pytest-xdist requires.
+
+    `--dist loadgroup` sends the tests of an `xdist_group` to one worker by adding
     `@<group>` to their node ids; on pytest 9.2 that suffix no longer takes and the
     groups ran spread over workers (pytest-dev/pytest-xdist#1386). Add it where
     pytest keeps node ids now (in each worker, after pytest-xdist's own try)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     if not getattr(config.option, "loadgroup", False):
         return
     try:

@@ -11,7 +11,8 @@ of this run reaps. The
 measure is of this run's own work, so it holds on a machine other jobs share,
 where wall times do not.
 
-`--cpu-json PATH` writes every test's figures (`nodeid`, `cpu`, `wall`) to PATH;
+`--cpu-json PATH` writes every test's figures (`cpu`, `wall`, `start` as a Unix
+time, `worker`: the schedule a run kept) by node id to PATH;
 `--cpu-top N` sets how many files and tests the summary lists (15).
 """
 
@@ -46,12 +47,12 @@ def _cpu() -> float:
     return total
 
 
-_started: dict[str, tuple[float, float]] = {}
+_started: dict[str, tuple[float, float, float]] = {}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _started[item.nodeid] = (_cpu(), time.monotonic())
+    _started[item.nodeid] = (_cpu(), time.monotonic(), time.time())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -59,10 +60,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if call.when == "teardown" and item.nodeid in _started:
-        cpu, wall = _started.pop(item.nodeid)
+        cpu, wall, start = _started.pop(item.nodeid)
+        worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
         # user_properties travel with the report to xdist's controller.
         report.user_properties.append(
-            (_KEY, {"cpu": _cpu() - cpu, "wall": time.monotonic() - wall})
+            (
+                _KEY,
+                {
+                    "cpu": _cpu() - cpu,
+                    "wall": time.monotonic() - wall,
+                    "start": start,
+                    "worker": worker,
+                },
+            )
         )
 
 

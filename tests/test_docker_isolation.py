@@ -106,6 +106,7 @@ async def probe(client, neighbour: str, internet: str) -> dict:
     return json.loads(result.observation["stdout"])
 
 
+@pytest.mark.long
 async def test_model_code_reaches_nothing_has_no_capabilities_and_is_not_root(mine):
     """By default: no metadata address, no other env container, no internet, no
     capabilities, uid 65534 (code_env's image names no user), while the eval's own

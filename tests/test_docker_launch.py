@@ -229,6 +229,7 @@ FORK_BOMB = "import os\nwhile True:\n    os.fork()"
 MEMORY_HOG = "hog = b'x' * (3 << 30)\nprint(len(hog))"
 
 
+@pytest.mark.long
 def test_limits_end_a_fork_bomb_and_a_memory_hog_and_spare_the_rest(mine):
     """Model-written code under the container limits: a fork bomb meets the pids
     limit, a memory hog the memory limit (the kernel kills it); each ends its

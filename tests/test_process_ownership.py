@@ -102,6 +102,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
         assert wait_until(lambda: tool_servers() == [], 20)
 
 
+@pytest.mark.long
 def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
     """Per-rollout servers, one rollout at a time, each cut off mid-episode by the
     rollout timeout (verifiers tears its user simulator down). A cut-off rollout's

@@ -10,6 +10,8 @@ session after each slow turn.
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.servers import (
     model_flags,
     policy_server,
@@ -42,6 +44,7 @@ def assert_slow_turns_kept_the_session(trace: dict, turns: int) -> None:
     )
 
 
+@pytest.mark.long
 def test_two_46s_turns_keep_the_session_on_base_url_and_shared_uv(wordle_url, tmp_path):
     with policy_server("slow", delay=TURN_S) as policy:
         flags = ["--max-turns", "2", *model_flags(policy)]

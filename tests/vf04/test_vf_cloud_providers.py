@@ -77,6 +77,7 @@ def test_daytona_on_openenv_core_030_makes_the_same_calls(
     assert standin_servers() == []
 
 
+@pytest.mark.long
 def test_vf_eval_on_daytona_sandboxes_keeps_every_secret_out_of_its_files(
     tmp_path, wordle_python
 ):

@@ -9,6 +9,8 @@ own (`shared_servers` off), side by side.
 import json
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from tests.servers import WORDLE_APP, WORDLE_PROJECT, model_flags, policy_server
 from tests.test_real_model_slow_turns import TURN_S
 from tests.vf04.evals import run_vf_eval, traces_of
@@ -30,6 +32,7 @@ def assert_slow_turns_kept_the_session(trace: dict, turns: int) -> None:
     )
 
 
+@pytest.mark.long
 def test_two_46s_turns_keep_the_session_on_base_url_and_own_uv_launch(
     wordle_url, tmp_path
 ):
