@@ -20,11 +20,14 @@ What differs from a fresh process: its parent is a small reaper the zygote forke
 what is read from the environment at import is read in the zygote (verifiers 0.2's
 `VF_LOG_LEVEL`, which the fork applies again). An eval whose environment changes a
 `PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process.
-Tests about the eval's own process (signals, SIGKILL, what /proc shows) start it
-with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run pytest` starts
+Tests of how an eval ends (a signal, SIGKILL, a timeout) start it with `start` and
+signal its pid; tests about what its own process shows (`/proc`, running as another
+user) start it with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run pytest` starts
 every eval fresh.
 
     proc = run([str(BIN / "eval"), ...], cwd=tmp_path, env=environ, timeout=300)
+    running = start([str(BIN / "eval"), ...], cwd=tmp_path, env=environ)
+    running.send_signal(signal.SIGTERM)   # a test of how an eval ends
 """
 
 from __future__ import annotations
@@ -41,11 +44,11 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from openenv_v1.core.launch.process_group import die_with_owner
 
-__all__ = ["run"]
+__all__ = ["Started", "run", "start"]
 
 FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
 """Set (to anything) in the test run's environment: every eval starts fresh."""
@@ -70,11 +73,34 @@ def run(
     script = Path(command[0])
     if os.environ.get(FRESH_VAR) or not _forkable(script, env):
         return _fresh(command, cwd, env, timeout)
+    return _zygote(script.name).run(command, cwd, env, timeout)
+
+
+def start(
+    command: list[str], *, cwd: Path, env: dict[str, str], output: int | None = None
+) -> Started | subprocess.Popen[str]:
+    """`subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=output,
+    text=True)` for an `eval`/`vf-eval` of this venv, forked from its zygote: an
+    eval a test signals, waits for or polls. `output` is `subprocess.DEVNULL`
+    (None: the same) or `subprocess.PIPE` (`.stdout` and `.stderr` to read). As a
+    fresh process when the zygote cannot run it."""
+    output = subprocess.DEVNULL if output is None else output
+    if output not in (subprocess.DEVNULL, subprocess.PIPE):
+        raise ValueError("output is subprocess.DEVNULL or subprocess.PIPE")
+    script = Path(command[0])
+    if os.environ.get(FRESH_VAR) or not _forkable(script, env):
+        return subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=output, stderr=output, text=True
+        )
+    return _zygote(script.name).start(command, cwd, env, output)
+
+
+def _zygote(script: str) -> _Zygote:
     with _lock:
-        zygote = _zygotes.get(script.name)
+        zygote = _zygotes.get(script)
         if zygote is None or not zygote.alive():
-            zygote = _zygotes[script.name] = _Zygote(script.name)
-    return zygote.run(command, cwd, env, timeout)
+            zygote = _zygotes[script] = _Zygote(script)
+    return zygote
 
 
 def _forkable(script: Path, env: dict[str, str]) -> bool:
@@ -152,6 +178,28 @@ class _Zygote:
             raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
         return subprocess.CompletedProcess(command, int(code), stdout, stderr)
 
+    def start(
+        self, command: list[str], cwd: Path, env: dict[str, str], output: int
+    ) -> Started:
+        """The eval forked, not waited for (`Started`)."""
+        ends: list[int] = []
+        if output == subprocess.PIPE:
+            (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+            ends = [out_w, err_w]
+        request = json.dumps({"argv": command, "cwd": str(cwd), "env": env}).encode()
+        conn = socket.socket(socket.AF_UNIX)
+        with open(os.devnull, "r+b") as null:
+            conn.connect(str(self.socket_path))
+            fds = [null.fileno(), *(ends or [null.fileno()] * 2)]
+            socket.send_fds(conn, [request + b"\n"], fds)
+        for fd in ends:
+            os.close(fd)
+        started = Started(command, conn)
+        if ends:
+            started.stdout = open(out_r, encoding="utf-8", errors="replace")
+            started.stderr = open(err_r, encoding="utf-8", errors="replace")
+        return started
+
     def close(self) -> None:
         if self.alive():
             self.proc.terminate()
@@ -163,6 +211,58 @@ class _Zygote:
         with_dir = self.socket_path.parent
         if with_dir.exists():
             with_dir.rmdir()
+
+
+class Started:
+    """An eval forked by `start` and running: what tests use of `subprocess.Popen`
+    (`pid`, `poll`, `wait`, `send_signal`, `terminate`, `kill`, `returncode`,
+    `stdout`/`stderr` when piped). Its exit code is what its reaper reports, negative
+    for a signal, as `Popen` gives it."""
+
+    stdout: TextIO | None = None
+    stderr: TextIO | None = None
+
+    def __init__(self, command: list[str], conn: socket.socket) -> None:
+        self.args = command
+        self._conn = conn
+        self._lines = _Lines(conn)
+        self.pid = int(self._lines.next())
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._conn.settimeout(0.0)
+            try:
+                self._ended(self._lines.next())
+            except (BlockingIOError, TimeoutError):
+                pass
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._conn.settimeout(timeout)
+            try:
+                self._ended(self._lines.next())
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0) from None
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            _kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _ended(self, line: str) -> None:
+        global forked_cpu
+        code, cpu = line.split()
+        self.returncode = int(code)
+        forked_cpu += float(cpu)
+        self._conn.close()
 
 
 class _Lines:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import eval_zygote
 from tests.servers import (
     eval_environ,
     policy_server,
@@ -40,7 +41,7 @@ def test_forwarded_secret_reaches_the_server_but_no_file(tmp_path, shared):
     value = f"sk-test-{secrets.token_hex(8)}"
     seen: set[str] = set()
     with policy_server("slow", delay=2) as policy:
-        proc = subprocess.Popen(
+        proc = eval_zygote.start(
             wordle_uv_eval_command(
                 policy,
                 '[{"seed": 1}]',
@@ -51,9 +52,7 @@ def test_forwarded_secret_reaches_the_server_but_no_file(tmp_path, shared):
             ),
             cwd=tmp_path,
             env=eval_environ({NAME: value}),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            output=subprocess.PIPE,
         )
         # Drain the output while watching the servers' environments.
         output: list[str] = []
