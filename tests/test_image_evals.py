@@ -61,12 +61,13 @@ def eval_recording(
     url: str, reply: str, tmp_path: Path, *flags: str
 ) -> tuple[list[dict], list[dict]]:
     """Run an eval against `url` with a policy that always sends `reply`; returns the
-    traces and, per rollout, the user turns of its last model request."""
+    traces and, per rollout, the user turns of its last model request. The package's
+    default harness sends them, unless `flags` name another (the Atari-like frames
+    go through verifiers' `null` harness too)."""
     record = tmp_path / "requests.jsonl"
     with policy_server("script", script=[reply], record=record) as policy:
         proc, traces = run_eval(
-            ["openenv-v1", "--taskset.base-url", url, *flags, *NULL_HARNESS]
-            + model_flags(policy),
+            ["openenv-v1", "--taskset.base-url", url, *flags] + model_flags(policy),
             tmp_path,
         )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -110,6 +111,7 @@ def test_atari_like_frames_go_as_one_png_per_observation(atari_url, tmp_path):
         tmp_path,
         "--taskset.resets",
         '[{}, {"obs_type": "ram"}]',
+        *NULL_HARNESS,
     )
     assert sorted(t["metrics"]["openenv_steps"] for t in traces) == [3, 3]
     rgb = [c for c in conversations if "image 210x160x3" in parts(c[0])[0]]
