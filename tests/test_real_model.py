@@ -19,7 +19,7 @@ from tests.real_llm import MODEL_NAME, llama_server, require_installed
 from tests.real_llm_checks import assert_episodes_ended_cleanly
 from tests.servers import run_eval
 
-pytestmark = pytest.mark.real_llm
+pytestmark = [pytest.mark.real_llm, pytest.mark.long]
 
 MAX_TURNS = 5
 

@@ -15,7 +15,7 @@ from tests.real_llm_checks import assert_episodes_ended_cleanly
 from tests.test_real_model import MAX_TURNS
 from tests.vf04.evals import run_vf_eval, traces_of
 
-pytestmark = pytest.mark.real_llm
+pytestmark = [pytest.mark.real_llm, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")
