@@ -92,7 +92,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
         finally:
             eval_proc.send_signal(sig)
             try:
-                eval_proc.wait(30)
+                eval_proc.wait(60)  # a hang, not a slow stop on a loaded machine
             except subprocess.TimeoutExpired:
                 eval_proc.kill()
                 raise
