@@ -136,6 +136,8 @@ def test_a_forked_simulator_plays_and_ends_with_its_launcher(
         os.killpg(sim.proc.pid, signal.SIGTERM)
         assert sim.proc.wait(STOP_GRACE_S + 5) == -signal.SIGTERM, sim.log()
         assert wait_until(lambda: not process_running(fork), 5)
+    # The port file verifiers had it report in (and never removes) went with it.
+    assert not (sim.workdir / "port").exists()
 
 
 def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):

@@ -11,7 +11,8 @@ simulator command then only asks it for a fork:
   socket from its config (`simulator_forks`), hands over its environment, working
   directory, arguments and standard streams, and waits. It forwards SIGTERM, SIGINT and
   SIGHUP to its fork (a fork left running past `STOP_GRACE_S` after that is killed),
-  and exits with the fork's exit code. It dies with the eval (a parent-death
+  removes the port file verifiers gave the simulator (`MCP_PORT_FILE`, which
+  verifiers leaves behind), and exits with the fork's exit code. It dies with the eval (a parent-death
   SIGTERM, passed on to its fork). With no fork server configured, or one that does
   not answer within `ANSWER_TIMEOUT_S`, it runs the simulator itself, as before.
 - the **fork** takes over those streams, that environment and directory, and runs
@@ -235,7 +236,20 @@ def run_forked() -> None:
     print(f"openenv-v1: simulator forked as pid {pid}", file=sys.stderr, flush=True)
     code = _relay(lines, pid)
     lines.close()
+    _remove_port_file()
     sys.exit(code)
+
+
+def _remove_port_file() -> None:
+    """verifiers has each simulator report its port in a file of its own
+    (`MCP_PORT_FILE`, `/tmp/vf-port-<uuid>`), reads it once, and never removes it:
+    a file per rollout, left for as long as the machine runs (a trainer's evals
+    leave millions). The launcher removes it once its simulator has ended (the port
+    was read by then, or never will be)."""
+    path = os.environ.get("MCP_PORT_FILE")
+    if path:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _ask_for_fork(path: str, token: str) -> tuple[_Lines, int]:
@@ -326,6 +340,7 @@ def _relay(lines: _Lines, pid: int) -> int:
             if not stops:
                 return 1
             signal.signal(stops[0][0], signal.SIG_DFL)
+            _remove_port_file()
             os.kill(os.getpid(), stops[0][0])
             return 128 + stops[0][0]
         if "exit" in answer:
