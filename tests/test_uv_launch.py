@@ -1,8 +1,10 @@
 """UV launches of the local Wordle project: it serves, it fails fast, it is stopped."""
 
 import contextlib
+import os
 import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -31,11 +33,18 @@ def uv_target(app: str = WORDLE_APP, **extra) -> EnvTarget:
     )
 
 
-async def test_uv_launch_serves_an_episode_and_stops_the_tree():
+async def test_uv_launch_serves_an_episode_and_stops_the_tree(tmp_path, monkeypatch):
     assert wordle_uv_servers() == []
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     async with contextlib.AsyncExitStack() as stack:
         episode = await open_episode(uv_target(), EpisodeLimits(), stack)
-        assert len(wordle_uvicorns()) == 1
+        ((pid, _),) = wordle_uvicorns()
+        # Its output goes to a temp file unlinked at once: none is left on disk
+        # however the server or its owner ends (a SIGKILL runs no cleanup).
+        output = os.readlink(f"/proc/{pid}/fd/1")
+        assert output.startswith(f"{tmp_path}/openenv-uv-"), output
+        assert output.endswith(" (deleted)"), output
+        assert list(tmp_path.glob("openenv-uv-*")) == []
         await episode.reset({"word": "crane"})
         await episode.act("[crane]")
         assert episode.report.reward == 1.0

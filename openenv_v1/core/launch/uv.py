@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import httpx
 
@@ -165,7 +165,8 @@ class SupervisedUVProvider(UVProvider):
         """The launcher chose the port (it may choose another)."""
         self._port_moves = 0
         self._env_dir = Path()
-        self._log_path: Path | None = None
+        # The server's output: a temp file unlinked once open, read through this.
+        self._log: BinaryIO | None = None
         self._lock = threading.Lock()
         self._stopped = False
 
@@ -264,7 +265,11 @@ class SupervisedUVProvider(UVProvider):
             self._discard_log()
             self.app_choice, self.app = choice, choice.app
             fd, log_path = tempfile.mkstemp(prefix="openenv-uv-", suffix=".log")
-            self._log_path = Path(log_path)
+            # Unlinked at once: the server writes it and `log_tail` reads it through
+            # open descriptors, so nothing is left on disk however either ends
+            # (SIGKILL of the eval included).
+            self._log = open(log_path, "rb")  # closed by _discard_log
+            os.unlink(log_path)
             try:
                 self._process = subprocess.Popen(
                     command,
@@ -388,10 +393,14 @@ class SupervisedUVProvider(UVProvider):
         )
 
     def log_tail(self, limit: int = LOG_TAIL_CHARS) -> str:
-        if self._log_path is None:
+        log = self._log
+        if log is None:
             return ""
-        with contextlib.suppress(OSError):
-            return self._log_path.read_text(errors="replace")[-limit:].strip()
+        with contextlib.suppress(OSError, ValueError):  # ValueError: closed meanwhile
+            # The last `limit` characters lie within the last 4 * `limit` bytes.
+            size = os.fstat(log.fileno()).st_size
+            data = os.pread(log.fileno(), 4 * limit, max(0, size - 4 * limit))
+            return data.decode(errors="replace")[-limit:].strip()
         return ""
 
     def stop(self, grace_s: float = 10.0) -> None:
@@ -416,9 +425,9 @@ class SupervisedUVProvider(UVProvider):
                 self._clone_dir = None
 
     def _discard_log(self) -> None:
-        if self._log_path is not None:
-            self._log_path.unlink(missing_ok=True)
-            self._log_path = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
 def uv_launch_plan(target: EnvTarget) -> tuple[SupervisedUVProvider, dict[str, Any]]:
