@@ -22,8 +22,8 @@ what is read from the environment at import is read in the zygote (verifiers 0.2
 `PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process.
 Tests of how an eval ends (a signal, SIGKILL, a timeout) start it with `start` and
 signal its pid; tests about what its own process shows (`/proc`, running as another
-user) start it with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run pytest` starts
-every eval fresh.
+user) start it with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run
+pytest` starts every eval fresh.
 
     proc = run([str(BIN / "eval"), ...], cwd=tmp_path, env=environ, timeout=300)
     running = start([str(BIN / "eval"), ...], cwd=tmp_path, env=environ)
