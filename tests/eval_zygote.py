@@ -70,10 +70,10 @@ def run(
     """`subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
     timeout=timeout)` for an `eval`/`vf-eval` of this venv, forked from its zygote
     (see the module docstring); as a fresh process when the zygote cannot run it."""
-    script = Path(command[0])
-    if os.environ.get(FRESH_VAR) or not _forkable(script, env):
+    zygote = _zygote_for(command, env)
+    if zygote is None:
         return _fresh(command, cwd, env, timeout)
-    return _zygote(script.name).run(command, cwd, env, timeout)
+    return zygote.run(command, cwd, env, timeout)
 
 
 def start(
@@ -87,19 +87,24 @@ def start(
     output = subprocess.DEVNULL if output is None else output
     if output not in (subprocess.DEVNULL, subprocess.PIPE):
         raise ValueError("output is subprocess.DEVNULL or subprocess.PIPE")
-    script = Path(command[0])
-    if os.environ.get(FRESH_VAR) or not _forkable(script, env):
+    zygote = _zygote_for(command, env)
+    if zygote is None:
         return subprocess.Popen(
             command, cwd=cwd, env=env, stdout=output, stderr=output, text=True
         )
-    return _zygote(script.name).start(command, cwd, env, output)
+    return zygote.start(command, cwd, env, output)
 
 
-def _zygote(script: str) -> _Zygote:
+def _zygote_for(command: list[str], env: dict[str, str]) -> _Zygote | None:
+    """The running zygote of `command`'s console script (started if need be), or
+    None: the eval is to run fresh."""
+    script = Path(command[0])
+    if os.environ.get(FRESH_VAR) or not _forkable(script, env):
+        return None
     with _lock:
-        zygote = _zygotes.get(script)
+        zygote = _zygotes.get(script.name)
         if zygote is None or not zygote.alive():
-            zygote = _zygotes[script] = _Zygote(script)
+            zygote = _zygotes[script.name] = _Zygote(script.name)
     return zygote
 
 
@@ -142,41 +147,35 @@ class _Zygote:
     def run(
         self, command: list[str], cwd: Path, env: dict[str, str], timeout: float
     ) -> subprocess.CompletedProcess[str]:
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+        """The eval forked, its output read and its end waited for; killed (and
+        `subprocess.TimeoutExpired` raised, with its output) past `timeout`."""
+        started = self.start(command, cwd, env, subprocess.PIPE)
+        streams = {"stdout": started.stdout, "stderr": started.stderr}
+        output: dict[str, str] = {}
+
+        def read(name: str) -> None:
+            with streams[name] as stream:  # type: ignore[union-attr]
+                output[name] = stream.read()
+
         readers = [
-            threading.Thread(target=_drain, args=(fd, chunks[fd]), daemon=True)
-            for fd in (out_r, err_r)
+            threading.Thread(target=read, args=(name,), daemon=True) for name in streams
         ]
         for reader in readers:
             reader.start()
-        request = json.dumps({"argv": command, "cwd": str(cwd), "env": env}).encode()
-        with socket.socket(socket.AF_UNIX) as conn, open(os.devnull, "rb") as null:
-            conn.connect(str(self.socket_path))
-            socket.send_fds(conn, [request + b"\n"], [null.fileno(), out_w, err_w])
-            os.close(out_w)
-            os.close(err_w)
-            lines = _Lines(conn)
-            pid = int(lines.next())
-            conn.settimeout(timeout)
-            try:
-                code, cpu = lines.next().split()
-            except TimeoutError:
-                _kill(pid)
-                conn.settimeout(None)
-                code, cpu = lines.next().split()
-                timed_out = True
-            else:
-                timed_out = False
+        try:
+            code = started.wait(timeout)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+            timed_out = True
+        else:
+            timed_out = False
         for reader in readers:
             reader.join()
-        global forked_cpu
-        forked_cpu += float(cpu)
-        stdout, stderr = _text(chunks[out_r]), _text(chunks[err_r])
+        stdout, stderr = output["stdout"], output["stderr"]
         if timed_out:
             raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
-        return subprocess.CompletedProcess(command, int(code), stdout, stderr)
+        return subprocess.CompletedProcess(command, code, stdout, stderr)
 
     def start(
         self, command: list[str], cwd: Path, env: dict[str, str], output: int
@@ -279,16 +278,6 @@ class _Lines:
             self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode()
-
-
-def _drain(fd: int, into: list[bytes]) -> None:
-    with open(fd, "rb", buffering=0) as stream:
-        while chunk := stream.read(65536):
-            into.append(chunk)
-
-
-def _text(chunks: list[bytes]) -> str:
-    return b"".join(chunks).decode(errors="replace")
 
 
 def _kill(pid: int, sig: int = signal.SIGKILL) -> None:
