@@ -12,8 +12,8 @@ simulator command then only asks it for a fork:
   directory, arguments and standard streams, and waits. It forwards SIGTERM, SIGINT and
   SIGHUP to its fork (a fork left running past `STOP_GRACE_S` after that is killed),
   removes the port file verifiers gave the simulator (`MCP_PORT_FILE`, which
-  verifiers leaves behind), and exits with the fork's exit code. It dies with the eval (a parent-death
-  SIGTERM, passed on to its fork). With no fork server configured, or one that does
+  verifiers leaves behind), and exits with the fork's exit code. It dies with the
+  eval (a parent-death SIGTERM, passed on to its fork). With no fork server configured, or one that does
   not answer within `ANSWER_TIMEOUT_S`, it runs the simulator itself, as before.
 - the **fork** takes over those streams, that environment and directory, and runs
   `OpenEnvUser.run()`. Its connection to the launcher is its lifeline: when the
