@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -316,7 +317,10 @@ def test_check_shows_the_servers_own_output_when_building_the_env_fails(tmp_path
     assert none_left()
 
 
-def test_check_names_the_python_an_env_needs_when_uv_cannot_provide_it(tmp_path):
+def test_check_names_the_python_an_env_needs_when_uv_cannot_provide_it(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("UV_PYTHON", raising=False)
     started = time.monotonic()
     proc, report = check_json("future_python_env", cwd=tmp_path, timeout=120)
     elapsed = time.monotonic() - started
@@ -327,6 +331,23 @@ def test_check_names_the_python_an_env_needs_when_uv_cannot_provide_it(tmp_path)
     assert ">=3.14" in failure["error"]
     assert "uv python install" in failure["error"]
     assert "--base-url" not in failure["error"] + failure["hint"]
+    assert not (LAYOUTS / "future_python_env" / ".venv").exists()
+    assert none_left()
+
+
+def test_check_names_a_uv_python_pin_the_env_does_not_support(tmp_path, monkeypatch):
+    """UV_PYTHON reaches env servers (every `UV_*` setting does); pinned to a Python
+    the env's requires-python excludes, the failure says so, not "install one"."""
+    pinned = Path(sys._base_executable)
+    monkeypatch.setenv("UV_PYTHON", str(pinned))
+    proc, report = check_json("future_python_env", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    error = report["failure"]["error"]
+    version = ".".join(map(str, sys.version_info[:3]))
+    assert f"the env needs Python >=3.14, and uv was told to use Python {version}" in (
+        error
+    )
+    assert "UV_PYTHON" in error and "uv python install" not in error
     assert not (LAYOUTS / "future_python_env" / ".venv").exists()
     assert none_left()
 

@@ -26,6 +26,10 @@ GRADIO_NEEDED = (
 GRADIO_REFUSED = "gradio is hidden from this env server"
 """What the stand-in `gradio` package (no_gradio/) says when it is imported."""
 ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+_PYTHON_PINNED = re.compile(
+    r"requested interpreter resolved to Python (\S+), which is incompatible with "
+    r"the project's Python requirement: `([^`]+)`"
+)
 _PYTHON_UNAVAILABLE = re.compile(
     r"No interpreter found for Python|python-build-standalone|"
     r"No download found for request|Python downloads are (?:disabled|not allowed)"
@@ -60,7 +64,8 @@ def crash_hint(
 ) -> str:
     """The usual cause of a crashed start, as a parenthesis to append ("" when
     unknown): the server's `port` in use (given by the caller, or picked by the
-    launcher when `port_picked`), or a Python uv could not provide."""
+    launcher when `port_picked`), a Python uv could not provide, or one it was
+    told to use (`UV_PYTHON`) that the env does not support."""
     if ADDRESS_IN_USE.search(tail) and port is not None:
         if not port_picked:
             return (
@@ -70,6 +75,14 @@ def crash_hint(
         return (
             f" (the free ports picked for it, the last {port}, were taken by "
             "other processes before it bound them)"
+        )
+    if pinned := _PYTHON_PINNED.search(tail):
+        found, needed = pinned.groups()
+        return (
+            f" (the env needs Python {needed}, and uv was told to use Python "
+            f"{found}: UV_PYTHON in the eval's environment, which env servers "
+            "inherit, or a .python-version file in the env's folder; unset it, or "
+            "point it at an installed Python the env supports)"
         )
     if _PYTHON_UNAVAILABLE.search(tail):
         version = re.search(r"\d+\.\d+", python_requirement or "")
