@@ -10,6 +10,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests.real_docker import (
     CODE_ENV,
@@ -39,6 +41,7 @@ CODE_ENV_ON_SWARM = [
 """`eval` flags running the code env as a two-task Swarm service."""
 
 
+@pytest.mark.long  # waits on Swarm for most of its half minute
 def test_eval_runs_its_env_as_a_swarm_service_spread_over_its_tasks(
     real_swarm, tmp_path
 ):
@@ -76,6 +79,7 @@ def test_a_sigkilled_eval_leaves_no_service(real_swarm, tmp_path):
             print(f"service gone {took:.1f}s after the eval was SIGKILLed")
 
 
+@pytest.mark.long  # waits on Swarm for most of its half minute
 def test_check_runs_an_env_as_a_swarm_service(real_swarm):
     """`openenv-v1 check --provider swarm`: the env's checks pass through a task of
     its service, and nothing is left after it."""

@@ -73,6 +73,7 @@ def service_spec(label: str) -> dict:
     return info
 
 
+@pytest.mark.long  # waits on Swarm for most of its half minute
 def test_host_mode_tasks_are_servers_the_pool_spreads_sessions_over(mine):
     """Two tasks, each its own server on its own port; with one session each, a
     third session at once scales the service up by a task. The service carries the
@@ -296,6 +297,7 @@ OWNER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.long  # waits on Swarm for most of its half minute
 @pytest.mark.parametrize("end", ["SIGKILL", "error"])
 def test_no_service_outlives_its_owner_however_the_owner_ends(real_swarm, end):
     """The owner (an eval, a user simulator, `check`) ends; its service, the

@@ -9,6 +9,8 @@ import json
 import os
 import time
 
+import pytest
+
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests.real_docker import (
     CODE_ENV,
@@ -38,6 +40,7 @@ CODE_ENV_ON_SWARM = [
 ]
 
 
+@pytest.mark.long  # waits on Swarm for most of its half minute
 def test_vf_eval_runs_its_env_as_a_swarm_service_spread_over_its_tasks(
     real_swarm, tmp_path, monkeypatch
 ):
