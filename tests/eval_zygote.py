@@ -4,7 +4,8 @@ A fresh `eval` (verifiers 0.2) or `vf-eval` (0.4) spends 5-6 s of CPU importing
 verifiers (sympy for its math scorer, the Anthropic and OpenAI SDKs) before it reads
 its first flag, the same for every eval; the 0.2 suite alone runs about 70, on 2 cores.
 So each test worker starts one *zygote* per console script, which imports the
-script's module and waits; `run` asks it for a fork that is the eval from there on:
+script's module and what an eval of this package imports once it runs (`_PRELOAD`),
+and waits; `run` asks it for a fork that is the eval from there on:
 
 - its arguments, environment (`os.environ`, hence every process it starts),
   working directory and standard streams are the test's; it runs the console script's
@@ -56,6 +57,23 @@ _ENTRY_POINTS = {
     "eval": "verifiers.v1.cli.eval.main:main",
     "vf-eval": "verifiers.v1.cli.eval.main:main",
 }
+_PRELOAD = {
+    "vf02": ("openenv_v1.vf02.taskset", "openenv_v1.vf02.user"),
+    "vf04": ("openenv_v1.vf04.env", "openenv_v1.vf04.native"),
+}
+"""What an eval of this package imports once it runs, by verifiers line, besides
+`_PRELOAD_BOTH`: ~1,000 modules, ~1 s of CPU per eval (OpenEnv's client brings
+fastmcp, py-key-value and beartype; the binding brings mcp's client and server),
+imported once in the zygote instead of in every fork. None reads the environment or
+starts a thread as it loads (`_serve` checks the thread)."""
+_PRELOAD_BOTH = (
+    "openenv_v1.core.launch.pool",
+    "openenv_v1.core.openenv_lines",
+    "verifiers.v1.harnesses",
+    "verifiers.v1.tasksets",
+    "httpcore",
+    "anyio._backends._asyncio",
+)
 _zygotes: dict[str, _Zygote] = {}
 forked_cpu = 0.0
 """CPU seconds (user+sys) of the forked evals that ended so far, with what they
@@ -295,6 +313,12 @@ def _serve(entry_point: str, socket_path: str) -> None:
     parent = os.getppid()
     module, _, name = entry_point.partition(":")
     main = getattr(importlib.import_module(module), name)
+    from openenv_v1 import verifiers_line
+
+    for preloaded in (*_PRELOAD[verifiers_line()], *_PRELOAD_BOTH):
+        importlib.import_module(preloaded)
+    if threading.active_count() != 1:  # a fork keeps only the thread that forks
+        raise RuntimeError(f"the zygote runs threads: {threading.enumerate()}")
     if os.getppid() != parent:  # the worker died while this imported
         sys.exit(0)
     # Out of the collector's reach: an eval's full collections would otherwise walk
