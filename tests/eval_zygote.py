@@ -1,11 +1,13 @@
-"""Evals the tests run, each forked from a process that has imported verifiers once.
+"""Evals and `openenv-v1` commands the tests run, each forked from a process that has
+imported what it imports once.
 
 A fresh `eval` (verifiers 0.2) or `vf-eval` (0.4) spends 5-6 s of CPU importing
 verifiers (sympy for its math scorer, the Anthropic and OpenAI SDKs) before it reads
 its first flag, the same for every eval; the 0.2 suite alone runs about 70, on 2 cores.
-So each test worker starts one *zygote* per console script, which imports the
-script's module and what an eval of this package imports once it runs (`_PRELOAD`),
-and waits; `run` asks it for a fork that is the eval from there on:
+A fresh `openenv-v1 check` spends ~2 s importing the core and OpenEnv's client, for
+~40 checks a suite. So each test worker starts one *zygote* per console script, which
+imports the script's module and what a run of it imports once it runs (`_PRELOAD`),
+and waits; `run` asks it for a fork that is the eval (or command) from there on:
 
 - its arguments, environment (`os.environ`, hence every process it starts),
   working directory and standard streams are the test's; it runs the console script's
@@ -56,24 +58,32 @@ FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
 _ENTRY_POINTS = {
     "eval": "verifiers.v1.cli.eval.main:main",
     "vf-eval": "verifiers.v1.cli.eval.main:main",
+    "openenv-v1": "openenv_v1.cli:main",
 }
 _PRELOAD = {
     "vf02": ("openenv_v1.vf02.taskset", "openenv_v1.vf02.user"),
     "vf04": ("openenv_v1.vf04.env", "openenv_v1.vf04.native"),
 }
 """What an eval of this package imports once it runs, by verifiers line, besides
-`_PRELOAD_BOTH`: ~1,000 modules, ~1 s of CPU per eval (OpenEnv's client brings
+`_PRELOAD_EVALS` and `_PRELOAD_CORE`: ~1,000 modules, ~1 s of CPU per eval (OpenEnv's client brings
 fastmcp, py-key-value and beartype; the binding brings mcp's client and server),
 imported once in the zygote instead of in every fork. None reads the environment or
 starts a thread as it loads (`_serve` checks the thread)."""
-_PRELOAD_BOTH = (
+_PRELOAD_CLI = (
+    "openenv_v1.cli.check",
+    "openenv_v1.cli.check_text",
+    "openenv_v1.cli.demo",
+)
+"""What `openenv-v1` imports once it runs a command, besides `_PRELOAD_CORE` (its
+command line itself imports only argparse and its own helpers; it never imports
+verifiers)."""
+_PRELOAD_CORE = (
     "openenv_v1.core.launch.pool",
     "openenv_v1.core.openenv_lines",
-    "verifiers.v1.harnesses",
-    "verifiers.v1.tasksets",
     "httpcore",
     "anyio._backends._asyncio",
 )
+_PRELOAD_EVALS = ("verifiers.v1.harnesses", "verifiers.v1.tasksets")
 _zygotes: dict[str, _Zygote] = {}
 forked_cpu = 0.0
 """CPU seconds (user+sys) of the forked evals that ended so far, with what they
@@ -224,6 +234,8 @@ class _Zygote:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.socket_path.unlink(missing_ok=True)
         with_dir = self.socket_path.parent
         if with_dir.exists():
@@ -315,7 +327,11 @@ def _serve(entry_point: str, socket_path: str) -> None:
     main = getattr(importlib.import_module(module), name)
     from openenv_v1 import verifiers_line
 
-    for preloaded in (*_PRELOAD[verifiers_line()], *_PRELOAD_BOTH):
+    if module == "openenv_v1.cli":
+        preload = (*_PRELOAD_CLI, *_PRELOAD_CORE)
+    else:
+        preload = (*_PRELOAD[verifiers_line()], *_PRELOAD_EVALS, *_PRELOAD_CORE)
+    for preloaded in preload:
         importlib.import_module(preloaded)
     if threading.active_count() != 1:  # a fork keeps only the thread that forks
         raise RuntimeError(f"the zygote runs threads: {threading.enumerate()}")

@@ -323,6 +323,24 @@ def run_eval(
     return proc, read_traces(cwd)
 
 
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 180.0,
+) -> subprocess.CompletedProcess[str]:
+    """`openenv-v1 ...` as a user types it, in `cwd` (this process's by default), with
+    `env` (this process's by default) as its whole environment; forked from the
+    worker's `openenv-v1` zygote (`tests/eval_zygote.py`), output captured as text.
+    Tests of how the command ends (a signal) start it with `subprocess` instead."""
+    return eval_zygote.run(
+        [str(BIN / "openenv-v1"), *args],
+        cwd=cwd or Path.cwd(),
+        env=dict(os.environ if env is None else env),
+        timeout=timeout,
+    )
+
+
 def eval_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment plus the local policy's key, for an `eval`."""
     return {**os.environ, "LOCAL_POLICY_KEY": "local", **(extra or {})}

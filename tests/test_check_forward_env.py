@@ -5,11 +5,10 @@ process sees."""
 
 import json
 import os
-import subprocess
 
 from openenv_v1.core.launch.server_env import HOME_VAR, user_uv_cache_dir
 from tests.isolation import SNOOP_APP, SNOOP_COMMAND, SNOOP_PROJECT, read_reports
-from tests.servers import BIN
+from tests.servers import run_cli
 
 NAME = "OPENENV_V1_TEST_FORWARDED"
 
@@ -22,32 +21,27 @@ def test_check_forwards_only_the_named_variables(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     kwargs = {"env_vars": {"SNOOP_REPORT_DIR": str(tmp_path)}}
-    proc = subprocess.run(
-        [
-            str(BIN / "openenv-v1"),
-            "check",
-            "--project-path",
-            str(SNOOP_PROJECT),
-            "--app",
-            SNOOP_APP,
-            "--provider-kwargs",
-            json.dumps(kwargs),
-            "--forward-env",
-            NAME,
-            "--action",
-            SNOOP_COMMAND,
-            "--probe-sessions",
-            "0",
-            "--json",
-        ],
+    proc = run_cli(
+        "check",
+        "--project-path",
+        str(SNOOP_PROJECT),
+        "--app",
+        SNOOP_APP,
+        "--provider-kwargs",
+        json.dumps(kwargs),
+        "--forward-env",
+        NAME,
+        "--action",
+        SNOOP_COMMAND,
+        "--probe-sessions",
+        "0",
+        "--json",
         env={
             **os.environ,
             NAME: value,
             "OPENENV_V1_TEST_KEPT_API_KEY": kept,
             HOME_VAR: str(home),
         },
-        capture_output=True,
-        text=True,
         timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-2000:]
@@ -59,11 +53,12 @@ def test_check_forwards_only_the_named_variables(tmp_path):
 
 
 def test_check_names_a_forwarded_variable_that_is_not_set():
-    proc = subprocess.run(
-        [str(BIN / "openenv-v1"), "check", "local/x", "--forward-env", NAME],
+    proc = run_cli(
+        "check",
+        "local/x",
+        "--forward-env",
+        NAME,
         env={k: v for k, v in os.environ.items() if k != NAME},
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert proc.returncode == 2

@@ -16,20 +16,11 @@ from tests.servers import (
     assert_crash_read_not_waited_out,
     free_port,
     processes_matching,
+    run_cli,
     uvicorn_server,
 )
 
 CLI = Path(sys.executable).parent / "openenv-v1"
-
-
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 180.0):
-    return subprocess.run(
-        [str(CLI), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def uv_wordle(app: str, port: int, **provider_kwargs) -> list[str]:

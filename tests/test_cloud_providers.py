@@ -36,10 +36,10 @@ from tests.cloud import (
     standin_servers,
 )
 from tests.servers import (
-    BIN,
     eval_environ,
     policy_server,
     read_traces,
+    run_cli,
     wordle_uv_eval_command,
 )
 
@@ -91,11 +91,9 @@ def test_hf_sandbox_needs_no_more_than_the_installed_huggingface_hub():
 
 def test_check_names_the_package_to_install_and_launches_nothing():
     started = time.monotonic()
-    proc = subprocess.run(
-        [str(BIN / "openenv-v1"), "check", "org/env", "--provider", "modal"]
-        + ["--provider-kwargs", '{"image": "ghcr.io/org/env:1"}', "--json"],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        *("check", "org/env", "--provider", "modal"),
+        *("--provider-kwargs", '{"image": "ghcr.io/org/env:1"}', "--json"),
         timeout=120,
     )
     report = json.loads(proc.stdout)

@@ -20,11 +20,11 @@ from openenv_v1.core.launch.swarm.options import swarm_options
 from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.manifest import read_manifest
 from tests.servers import (
-    BIN,
     TEST_ENVS,
     model_flags,
     policy_server,
     recorded_requests,
+    run_cli,
     run_eval,
     uvicorn_server,
 )
@@ -262,23 +262,16 @@ def test_check_shows_manifest_task_api_splits_and_seed_honour(tmp_path):
     """`openenv-v1 check` of an env folder: what its openenv.yaml declares, the
     Task API's splits and counts, the split a taskset without resets runs, and that
     the env honours seeds."""
-    import subprocess
-
     project = tasks_env_copy(tmp_path, MANIFEST)
-    proc = subprocess.run(
-        [
-            str(BIN / "openenv-v1"),
-            "check",
-            "--project-path",
-            str(project),
-            "--app",
-            "server.app:app",
-            "--probe-sessions",
-            "0",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "check",
+        "--project-path",
+        str(project),
+        "--app",
+        "server.app:app",
+        "--probe-sessions",
+        "0",
+        "--json",
         timeout=300,
         cwd=tmp_path,
     )
@@ -300,22 +293,9 @@ def test_check_shows_manifest_task_api_splits_and_seed_honour(tmp_path):
 def test_check_of_an_env_without_task_api_says_the_taskset_runs_its_resets(
     counter_url, wordle_url
 ):
-    import subprocess
-
     def check(url: str) -> dict:
-        proc = subprocess.run(
-            [
-                str(BIN / "openenv-v1"),
-                "check",
-                "--base-url",
-                url,
-                "--probe-sessions",
-                "0",
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        proc = run_cli(
+            "check", "--base-url", url, "--probe-sessions", "0", "--json", timeout=120
         )
         return json.loads(proc.stdout)
 

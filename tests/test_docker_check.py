@@ -23,6 +23,7 @@ import pytest
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests import docker_engine
 from tests.real_docker import CODE_ENV, labelled, remove_labelled, wait_until_gone
+from tests.servers import run_cli
 
 # In one pytest-xdist worker: the tests build and remove the same image (the first
 # check of each must build it, not find it built by another worker's test).
@@ -47,8 +48,8 @@ def check_env(real_docker, tmp_path):
 
 
 def check_argv(folder: Path, *more: str) -> list[str]:
+    """`openenv-v1` arguments checking `folder` in Docker."""
     return [
-        str(CLI),
         "check",
         "--use-docker",
         "--project-path",
@@ -85,12 +86,8 @@ def test_check_reports_the_image_its_build_and_the_container(check_env, tmp_path
     env = {**os.environ, "OPENENV_V1_RUN_ID": run_id}
     try:
         since = time.time() - 1
-        first = subprocess.run(
-            check_argv(check_env, "--action", ACTION),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=env,
+        first = run_cli(
+            *check_argv(check_env, "--action", ACTION), timeout=600, env=env
         )
         assert first.returncode == 0, first.stdout + first.stderr
         lines = {line[:12].strip(): line[12:] for line in first.stdout.splitlines()}
@@ -113,10 +110,8 @@ def test_check_reports_the_image_its_build_and_the_container(check_env, tmp_path
         assert labelled(label) == []
 
         since = time.time() - 1
-        again = subprocess.run(
-            check_argv(check_env, "--json", "--probe-sessions", "0"),
-            capture_output=True,
-            text=True,
+        again = run_cli(
+            *check_argv(check_env, "--json", "--probe-sessions", "0"),
             timeout=600,
             env=env,
         )
@@ -145,11 +140,14 @@ def test_no_container_outlives_check_however_it_ends(check_env, end):
     timeout = "3" if end == "error" else "600"
     kwargs = json.dumps({"env_vars": {"CODE_TIMEOUT_S": "600"}})
     check = subprocess.Popen(
-        check_argv(
-            check_env,
-            *("--provider-kwargs", kwargs, "--timeout", timeout),
-            *("--action", '{"code": "import time; time.sleep(600)"}'),
-        ),
+        [
+            str(CLI),
+            *check_argv(
+                check_env,
+                *("--provider-kwargs", kwargs, "--timeout", timeout),
+                *("--action", '{"code": "import time; time.sleep(600)"}'),
+            ),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

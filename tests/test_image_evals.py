@@ -10,7 +10,6 @@ import base64
 import io
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,12 +17,12 @@ import pytest
 from PIL import Image
 
 from tests.servers import (
-    BIN,
     NULL_HARNESS,
     TEST_ENVS,
     model_flags,
     policy_server,
     recorded_requests,
+    run_cli,
     run_eval,
     uvicorn_server,
 )
@@ -31,12 +30,6 @@ from tests.servers import (
 # One pytest-xdist worker runs this file: its module-scoped env servers start once,
 # not once in each worker that gets one of its tests (each start is ~5 s of CPU).
 pytestmark = pytest.mark.xdist_group("image_evals")
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "openenv-v1"), *args], capture_output=True, text=True, timeout=180
-    )
 
 
 @pytest.fixture(scope="module")

@@ -31,12 +31,12 @@ import pytest
 
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
 from tests.servers import (
-    BIN,
     ROOT,
     model_flags,
     policy_server,
     processes_matching,
     recorded_requests,
+    run_cli,
     run_eval,
 )
 
@@ -45,7 +45,6 @@ from tests.servers import (
 pytestmark = pytest.mark.xdist_group("layouts")
 
 LAYOUTS = ROOT / "tests" / "envs" / "layouts"
-CLI = BIN / "openenv-v1"
 PROJECT_NAMES = {
     "space_env": "layout-space-env",
     "relative_env": "layout-relative-env",
@@ -67,13 +66,7 @@ ENVELOPE_KEYS = ("structured_content", "structuredContent", "is_error", '"meta"'
 
 def check(*args: str, cwd: Path, timeout: float = 180.0) -> subprocess.CompletedProcess:
     """`openenv-v1 check ...` as a user types it, in `cwd`."""
-    return subprocess.run(
-        [str(CLI), "check", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli("check", *args, cwd=cwd, timeout=timeout)
 
 
 def check_json(

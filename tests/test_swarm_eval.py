@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 
 import pytest
@@ -21,7 +20,7 @@ from tests.real_docker import (
     wait_for_containers,
     wait_until_swarm_gone,
 )
-from tests.servers import BIN, model_flags, policy_server, run_eval
+from tests.servers import BIN, model_flags, policy_server, run_cli, run_eval
 from tests.test_docker_eval import container_starts
 from tests.test_eval import assert_all_done
 
@@ -87,13 +86,11 @@ def test_check_runs_an_env_as_a_swarm_service(real_swarm):
     label = f"{RUN_LABEL}={run_id}"
     kwargs = {"publish": "host", "replicas": 1}
     try:
-        done = subprocess.run(
-            [str(BIN / "openenv-v1"), "check", "test/code_env"]
-            + ["--provider", "swarm", "--project-path", str(CODE_ENV)]
-            + ["--provider-kwargs", json.dumps(kwargs), "--launch-timeout", "300"]
-            + ["--action", '{"code": "print(6 * 7)"}', "--json"],
-            capture_output=True,
-            text=True,
+        done = run_cli(
+            *("check", "test/code_env"),
+            *("--provider", "swarm", "--project-path", str(CODE_ENV)),
+            *("--provider-kwargs", json.dumps(kwargs), "--launch-timeout", "300"),
+            *("--action", '{"code": "print(6 * 7)"}', "--json"),
             timeout=600,
             env={**os.environ, "OPENENV_V1_RUN_ID": run_id},
         )
