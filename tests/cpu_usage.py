@@ -4,7 +4,7 @@ A test's CPU is the user+sys time its process (the xdist worker, with its thread
 spent from the start of the test's setup to the end of its teardown, plus that of
 the processes the test started and reaped in that time (`RUSAGE_CHILDREN`: a child
 counts once it has been waited for, with the children it reaped in turn), and that
-of the evals the test forked from the eval zygote (`tests/eval_zygote.py`, whose
+of the evals the test forked from the eval zygote (`tests/zygote.py`, whose
 reapers report it). What it misses: processes that outlive their test (a session
 server counts for the test that stops it, at the end of the run) and orphans nobody
 of this run reaps. The
@@ -38,9 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _cpu() -> float:
-    from tests import eval_zygote
+    from tests import zygote
 
-    total = eval_zygote.forked_cpu
+    total = zygote.forked_cpu
     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
         usage = resource.getrusage(who)
         total += usage.ru_utime + usage.ru_stime

@@ -27,7 +27,7 @@ import pytest
 from openenv_v1.core.launch.docker.build import BUILD_NETWORK_VAR
 from openenv_v1.core.launch.docker.cli import DOCKER_VAR
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL
-from tests import docker_engine, eval_zygote
+from tests import docker_engine, zygote
 from tests.servers import eval_environ
 
 CODE_ENV = Path(__file__).resolve().parent / "envs" / "docker" / "code_env"
@@ -196,14 +196,14 @@ def remove_swarm_labelled(label: str) -> None:
 @contextlib.contextmanager
 def labelled_eval(
     command: list[str], cwd: Path, run_id: str
-) -> Iterator[tuple[eval_zygote.Started | subprocess.Popen[str], str]]:
+) -> Iterator[tuple[zygote.Started | subprocess.Popen[str], str]]:
     """An eval (`command`), forked from the worker's eval zygote and not waited for
-    (`eval_zygote.start`), whose containers, services and networks carry its run
+    (`zygote.start`), whose containers, services and networks carry its run
     label: yields the process and that label (`org.openenv-v1.run=<run_id>`). On exit
     it is killed (its simulators die with it) and whatever still carries the label is
     removed (a failed test's leftovers)."""
     label = f"{RUN_LABEL}={run_id}"
-    proc = eval_zygote.start(
+    proc = zygote.start(
         command, cwd=cwd, env=eval_environ({"OPENENV_V1_RUN_ID": run_id})
     )
     try:
@@ -216,7 +216,7 @@ def labelled_eval(
 
 def wait_for_containers(
     label: str,
-    owner: eval_zygote.Started | subprocess.Popen[str],
+    owner: zygote.Started | subprocess.Popen[str],
     count: int = 1,
     timeout_s: float = 300,
 ) -> list[str]:

@@ -19,7 +19,7 @@ import httpx
 from openenv_v1 import local_policy
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
-from tests import eval_zygote
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
@@ -312,9 +312,9 @@ def run_eval(
     env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """`eval ...` as a user types it (no push), forked from the worker's eval zygote
-    (`tests/eval_zygote.py`); returns the process and its traces. `env` adds to (or
+    (`tests/zygote.py`); returns the process and its traces. `env` adds to (or
     overrides) this process's environment."""
-    proc = eval_zygote.run(
+    proc = zygote.run(
         [str(BIN / "eval"), *args, "--no-push"],
         cwd=cwd,
         env=eval_environ(env),
@@ -331,9 +331,9 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """`openenv-v1 ...` as a user types it, in `cwd` (this process's by default), with
     `env` (this process's by default) as its whole environment; forked from the
-    worker's `openenv-v1` zygote (`tests/eval_zygote.py`), output captured as text.
+    worker's `openenv-v1` zygote (`tests/zygote.py`), output captured as text.
     Tests of how the command ends (a signal) start it with `subprocess` instead."""
-    return eval_zygote.run(
+    return zygote.run(
         [str(BIN / "openenv-v1"), *args],
         cwd=cwd or Path.cwd(),
         env=dict(os.environ if env is None else env),

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 from openenv_wordle_v1 import WORDLE_APP, OpenEnvWordleConfig, OpenEnvWordleTaskset
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import BIN
 
 
@@ -130,7 +130,7 @@ def test_both_ids_resolve_to_their_configs():
 
 @pytest.mark.parametrize("taskset", ["openenv-v1", "openenv-wordle-v1"])
 def test_eval_help_works_for_both_tasksets(taskset, tmp_path):
-    proc = eval_zygote.run(
+    proc = zygote.run(
         [str(BIN / "eval"), taskset, "--help"],
         cwd=tmp_path,
         env=dict(os.environ),

@@ -40,7 +40,7 @@ from openenv_v1.core import (
 from openenv_v1.core.launch.docker import network as docker_network
 from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_wordle_v1 import WORDLE_APP as SPACE_APP
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import BIN, WORDLE_APP, free_port, processes_matching
 
 FAKE_DOCKER = Path(__file__).resolve().parent / "fake_docker"
@@ -381,7 +381,7 @@ def test_use_docker_flags_resolve_to_a_prime_vm_user_with_the_docker_settings(
         "--taskset.task.user.provider-kwargs",
         json.dumps(provider_kwargs),
     ]
-    proc = eval_zygote.run(
+    proc = zygote.run(
         [str(BIN / "eval"), *args, "-m", "local-policy", "--dry-run", "--no-push"],
         cwd=tmp_path,
         env=dict(os.environ),

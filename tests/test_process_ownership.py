@@ -15,7 +15,7 @@ import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
@@ -61,7 +61,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared, native):
     # A slow policy keeps the episodes in flight while the eval is signalled.
     record = tmp_path / "requests.jsonl"
     with policy_server("slow", delay=120, record=record) as policy:
-        eval_proc = eval_zygote.start(
+        eval_proc = zygote.start(
             wordle_uv_eval_command(
                 policy,
                 '[{"seed": 1}, {"seed": 2}]',
@@ -113,7 +113,7 @@ def test_a_rollout_cut_off_stops_its_own_server_once_the_next_starts(tmp_path):
     # Each model reply takes longer than the rollout may (8 s > 5 s); the eval still
     # waits out the last one before it exits.
     with policy_server("slow", delay=8) as policy:
-        eval_proc = eval_zygote.start(
+        eval_proc = zygote.start(
             wordle_uv_eval_command(
                 policy,
                 '[{"seed": 1}, {"seed": 2}]',

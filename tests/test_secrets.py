@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import (
     eval_environ,
     policy_server,
@@ -41,7 +41,7 @@ def test_forwarded_secret_reaches_the_server_but_no_file(tmp_path, shared):
     value = f"sk-test-{secrets.token_hex(8)}"
     seen: set[str] = set()
     with policy_server("slow", delay=2) as policy:
-        proc = eval_zygote.start(
+        proc = zygote.start(
             wordle_uv_eval_command(
                 policy,
                 '[{"seed": 1}]',

@@ -4,7 +4,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import BIN, WORDLE_APP, WORDLE_PROJECT, eval_environ
 
 
@@ -19,8 +19,8 @@ def run_vf_eval(
     environ: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """`vf-eval ...` as a user types it (no push), with `environ` added to its
-    environment, forked from the worker's eval zygote (`tests/eval_zygote.py`); returns the process and its episodes (each with its `traces`)."""
-    proc = eval_zygote.run(
+    environment, forked from the worker's eval zygote (`tests/zygote.py`); returns the process and its episodes (each with its `traces`)."""
+    proc = zygote.run(
         vf_eval_command(args), cwd=cwd, env=eval_environ(environ), timeout=timeout
     )
     return proc, read_episodes(cwd)

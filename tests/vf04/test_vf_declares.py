@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import (
     BIN,
     ROOT,
@@ -171,7 +171,7 @@ def test_resume_after_reordering_and_extending_resets_runs_only_the_new_task(
         assert taskset["resets"] == first
         taskset["resets"] = [{"tries": 2}, {"tries": 1}, {"tries": 3}]
         saved.write_text(json.dumps(config))
-        proc = eval_zygote.run(
+        proc = zygote.run(
             [str(BIN / "vf-eval"), "@", str(saved), "--resume", "--no-push"],
             cwd=tmp_path,
             env=eval_environ(),

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import (
     COUNTER_SCRIPT,
     ROOT,
@@ -234,7 +234,7 @@ def test_signalled_eval_leaves_no_env_server(tmp_path, sig, shared):
     # A slow policy keeps the episodes in flight while the eval is killed.
     record = tmp_path / "requests.jsonl"
     with policy_server("slow", delay=120, record=record) as policy:
-        eval_proc = eval_zygote.start(
+        eval_proc = zygote.start(
             vf_eval_command(
                 [
                     *wordle_uv_flags('[{"seed": 1}, {"seed": 2}]'),

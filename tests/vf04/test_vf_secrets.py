@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests import eval_zygote
+from tests import zygote
 from tests.servers import eval_environ, policy_server, processes_matching
 from tests.test_secrets import NAME, server_environ_values
 from tests.vf04.evals import vf_eval_command, wordle_uv_flags
@@ -19,7 +19,7 @@ def test_forwarded_secret_reaches_the_server_but_no_file(tmp_path, shared):
     value = f"sk-test-{secrets.token_hex(8)}"
     seen: set[str] = set()
     with policy_server("slow", delay=2) as policy:
-        proc = eval_zygote.start(
+        proc = zygote.start(
             vf_eval_command(
                 [
                     *wordle_uv_flags('[{"seed": 1}]'),
