@@ -39,6 +39,10 @@ COUNTER_SCRIPT = [
 and 1.0 (done)."""
 
 
+Server = subprocess.Popen | zygote.Started
+"""A server process a test started: as it is, or forked from a zygote."""
+
+
 def assert_crash_read_not_waited_out(message: str) -> None:
     """The launch failed on the server's own exit, read as it happened, not on the
     readiness timeout. Said by the failure's words rather than a time bound, which a
@@ -63,7 +67,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_http(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+def wait_http(url: str, proc: Server, timeout: float = 120.0) -> None:
     """Poll `url` until it answers below 500. One client for the whole wait: each
     `httpx.get` builds a client and its TLS context, ~34 ms of CPU a poll against
     ~0.4 ms, and a loaded machine polls a slow server hundreds of times."""
@@ -86,15 +90,22 @@ def serve_on_free_port(
     *,
     cwd: Path | None = None,
     timeout: float = 120.0,
-) -> tuple[subprocess.Popen, int]:
+) -> tuple[Server, int]:
     """Start the server `command(port)` on a free port and wait until `ready_path`
     answers. A picked port is free again until the server binds it, and the suite's
     own connections take loopback ports: a server that exits before it is ready is
-    started again on another port (twice at most)."""
+    started again on another port (twice at most). A `python -m uvicorn` of this
+    venv is forked from a zygote (`tests/zygote.py`), other servers start as they
+    are; either way in a session of its own."""
     starts_left = 3
+    environ = dict(os.environ if env is None else env)
     while True:
         port = free_port()
-        proc = subprocess.Popen(command(port), env=env, cwd=cwd, start_new_session=True)
+        argv = command(port)
+        if zygote.servable(argv, environ):
+            proc = zygote.serve(argv, cwd=cwd, env=environ)
+        else:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True)
         starts_left -= 1
         try:
             wait_http(f"http://127.0.0.1:{port}{ready_path}", proc, timeout)
@@ -116,7 +127,7 @@ def without_gradio(env: Mapping[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(path)}
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: Server) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)

@@ -1,11 +1,13 @@
-"""Evals and `openenv-v1` commands the tests run, each forked from a process that has
-imported what it imports once.
+"""Evals, `openenv-v1` commands and env servers the tests run, each forked from a
+process that has imported what it imports once.
 
 A fresh `eval` (verifiers 0.2) or `vf-eval` (0.4) spends 5-6 s of CPU importing
 verifiers (sympy for its math scorer, the Anthropic and OpenAI SDKs) before it reads
 its first flag, the same for every eval; the 0.2 suite alone runs about 70, on 2 cores.
 A fresh `openenv-v1 check` spends ~2 s importing the core and OpenEnv's client, for
-~40 checks a suite. So each test worker starts one *zygote* per console script, which
+~40 checks a suite; a test's own OpenEnv server (`python -m uvicorn`, gradio hidden)
+~1.4 s importing OpenEnv's server, for ~60 a suite. So each test worker starts one
+*zygote* per console script (and per `python -m` module and `PYTHON*` settings), which
 imports the script's module and what a run of it imports once it runs (`_PRELOAD`),
 and waits; `run` asks it for a fork that is the eval (or command) from there on:
 
@@ -22,7 +24,8 @@ What differs from a fresh process: its parent is a small reaper the zygote forke
 (the worker's grandchild), `/proc/PID/cmdline` and `environ` show the zygote's, and
 what is read from the environment at import is read in the zygote (verifiers 0.2's
 `VF_LOG_LEVEL`, which the fork applies again). An eval whose environment changes a
-`PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process.
+`PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process;
+a server (`serve`) forks from a zygote started with its `PYTHON*` settings.
 Tests of how an eval ends (a signal, SIGKILL, a timeout) start it with `start` and
 signal its pid; tests about what its own process shows (`/proc`, running as another
 user) start it with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run
@@ -31,6 +34,7 @@ pytest` starts every eval fresh.
     proc = run([str(BIN / "eval"), ...], cwd=tmp_path, env=environ, timeout=300)
     running = start([str(BIN / "eval"), ...], cwd=tmp_path, env=environ)
     running.send_signal(signal.SIGTERM)   # a test of how an eval ends
+    server = serve([sys.executable, "-m", "uvicorn", app, ...], cwd=..., env=...)
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from typing import Any, TextIO
 
 from openenv_v1.core.launch.process_group import die_with_owner
 
-__all__ = ["Started", "run", "start"]
+__all__ = ["Started", "run", "serve", "start"]
 
 FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
 """Set (to anything) in the test run's environment: every eval starts fresh."""
@@ -60,6 +64,8 @@ _ENTRY_POINTS = {
     "vf-eval": "verifiers.v1.cli.eval.main:main",
     "openenv-v1": "openenv_v1.cli:main",
 }
+_MODULES = {"uvicorn": "uvicorn.main:main"}
+"""`python -m <module>` commands of this venv's Python that fork from a zygote."""
 _PRELOAD = {
     "vf02": ("openenv_v1.vf02.taskset", "openenv_v1.vf02.user"),
     "vf04": ("openenv_v1.vf04.env", "openenv_v1.vf04.native"),
@@ -84,7 +90,17 @@ _PRELOAD_CORE = (
     "anyio._backends._asyncio",
 )
 _PRELOAD_EVALS = ("verifiers.v1.harnesses", "verifiers.v1.tasksets")
-_zygotes: dict[str, _Zygote] = {}
+_PRELOAD_SERVER = (
+    "openenv.core.env_server",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.auto",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+)
+"""What a test's OpenEnv server imports before its app: OpenEnv's server (FastAPI,
+mcp) and the uvicorn parts `uvicorn.Config.load` picks. Not the apps themselves: some
+read their environment as they load."""
+_zygotes: dict[tuple[str, ...], _Zygote] = {}
 forked_cpu = 0.0
 """CPU seconds (user+sys) of the forked evals that ended so far, with what they
 reaped: `RUSAGE_CHILDREN` of this process misses them (`tests/cpu_usage.py` adds
@@ -102,6 +118,46 @@ def run(
     if zygote is None:
         return _fresh(command, cwd, env, timeout)
     return zygote.run(command, cwd, env, timeout)
+
+
+def serve(command: list[str], *, cwd: Path | None, env: dict[str, str]) -> Started:
+    """`subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True)` for a
+    `python -m uvicorn ...` of this venv's Python, forked from a zygote started with
+    `env`'s `PYTHON*` settings: a server a test stops by its process group. Its
+    standard streams are this process's."""
+    key = _module_key(command, env)
+    if key is None or os.environ.get(FRESH_VAR) or not _linux():
+        raise ValueError(f"not a server a zygote forks: {command[:3]}")
+    with _lock:
+        zygote = _zygotes.get(key)
+        if zygote is None or not zygote.alive():
+            python = {n: v for n, v in env.items() if n.startswith("PYTHON")}
+            zygote = _zygotes[key] = _Zygote(_MODULES[command[2]], python)
+    return zygote.start(
+        command, cwd or Path.cwd(), env, None, argv=command[2:], path0=str(cwd or "")
+    )
+
+
+def servable(command: list[str], env: dict[str, str]) -> bool:
+    """Whether `serve` forks `command` (else it is to be started as it is)."""
+    return (
+        _module_key(command, env) is not None
+        and not os.environ.get(FRESH_VAR)
+        and _linux()
+    )
+
+
+def _module_key(command: list[str], env: dict[str, str]) -> tuple[str, ...] | None:
+    if command[:2] != [sys.executable, "-m"] or command[2:3] == []:
+        return None
+    if command[2] not in _MODULES:
+        return None
+    python = sorted(f"{n}={v}" for n, v in env.items() if n.startswith("PYTHON"))
+    return ("-m", command[2], *python)
+
+
+def _linux() -> bool:
+    return sys.platform.startswith("linux")
 
 
 def start(
@@ -130,16 +186,16 @@ def _zygote_for(command: list[str], env: dict[str, str]) -> _Zygote | None:
     if os.environ.get(FRESH_VAR) or not _forkable(script, env):
         return None
     with _lock:
-        zygote = _zygotes.get(script.name)
+        zygote = _zygotes.get((script.name,))
         if zygote is None or not zygote.alive():
-            zygote = _zygotes[script.name] = _Zygote(script.name)
+            zygote = _zygotes[(script.name,)] = _Zygote(_ENTRY_POINTS[script.name])
     return zygote
 
 
 def _forkable(script: Path, env: dict[str, str]) -> bool:
     if script.name not in _ENTRY_POINTS or script.parent != Path(sys.executable).parent:
         return False
-    if not sys.platform.startswith("linux"):
+    if not _linux():
         return False
     names = {n for n in [*env, *os.environ] if n.startswith("PYTHON")}
     return all(env.get(n) == os.environ.get(n) for n in names)
@@ -156,17 +212,24 @@ def _fresh(
 class _Zygote:
     """The test side of one zygote process."""
 
-    def __init__(self, script: str) -> None:
+    def __init__(self, entry_point: str, python: dict[str, str] | None = None) -> None:
+        """A zygote for `entry_point`; with `python`, those are its `PYTHON*`
+        settings instead of this process's."""
         self.socket_path = Path(tempfile.mkdtemp(prefix="openenv-v1-zygote-")) / "s"
+        env = None
+        if python is not None:
+            env = {n: v for n, v in os.environ.items() if not n.startswith("PYTHON")}
+            env.update(python)
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, _ENTRY_POINTS[script], str(self.socket_path)],
+            [sys.executable, __file__, entry_point, str(self.socket_path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
+            env=env,
         )
         ready = self.proc.stdout.readline() if self.proc.stdout else b""
         if ready.strip() != b"ready":
             self.proc.kill()
-            raise RuntimeError(f"the {script} zygote did not start: {ready!r}")
+            raise RuntimeError(f"the {entry_point} zygote did not start: {ready!r}")
         atexit.register(self.close)
 
     def alive(self) -> bool:
@@ -206,18 +269,37 @@ class _Zygote:
         return subprocess.CompletedProcess(command, code, stdout, stderr)
 
     def start(
-        self, command: list[str], cwd: Path, env: dict[str, str], output: int
+        self,
+        command: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        output: int | None,
+        *,
+        argv: list[str] | None = None,
+        path0: str | None = None,
     ) -> Started:
-        """The eval forked, not waited for (`Started`)."""
+        """The eval forked, not waited for (`Started`). `output`: `subprocess.PIPE`,
+        `subprocess.DEVNULL`, or None for this process's own streams (and then a
+        session of its own, as a server's). `argv` and `path0` (its `sys.argv` and
+        `sys.path[0]`): `command`'s and the console script's folder by default."""
         ends: list[int] = []
         if output == subprocess.PIPE:
             (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
             ends = [out_w, err_w]
-        request = json.dumps({"argv": command, "cwd": str(cwd), "env": env}).encode()
+        request = json.dumps(
+            {
+                "argv": command if argv is None else argv,
+                "path0": str(Path(command[0]).parent) if path0 is None else path0,
+                "session": output is None,
+                "cwd": str(cwd),
+                "env": env,
+            }
+        ).encode()
         conn = socket.socket(socket.AF_UNIX)
         with open(os.devnull, "r+b") as null:
             conn.connect(str(self.socket_path))
-            fds = [null.fileno(), *(ends or [null.fileno()] * 2)]
+            streams = [1, 2] if output is None else ends or [null.fileno()] * 2
+            fds = [null.fileno(), *streams]
             socket.send_fds(conn, [request + b"\n"], fds)
         for fd in ends:
             os.close(fd)
@@ -329,6 +411,8 @@ def _serve(entry_point: str, socket_path: str) -> None:
 
     if module == "openenv_v1.cli":
         preload = (*_PRELOAD_CLI, *_PRELOAD_CORE)
+    elif module == "uvicorn.main":
+        preload = _PRELOAD_SERVER
     else:
         preload = (*_PRELOAD[verifiers_line()], *_PRELOAD_EVALS, *_PRELOAD_CORE)
     for preloaded in preload:
@@ -410,6 +494,8 @@ def _reap(conn: socket.socket, main: Any) -> None:
 
 def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
     die_with_owner()
+    if request["session"]:
+        os.setsid()
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -420,9 +506,8 @@ def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None
-    argv = request["argv"]
-    sys.argv = list(argv)
-    sys.path[0] = str(Path(argv[0]).parent)
+    sys.argv = list(request["argv"])
+    sys.path[0] = request["path0"]
     verifiers = sys.modules.get("verifiers")
     if hasattr(verifiers, "setup_logging"):
         verifiers.setup_logging(os.getenv("VF_LOG_LEVEL"))
