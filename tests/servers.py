@@ -234,9 +234,10 @@ def assert_out_of_invalid_actions(trace: dict, steps: int) -> None:
     assert trace["metrics"]["openenv_steps"] == steps
 
 
-def processes_matching(*needles: str) -> list[tuple[int, str]]:
-    """(pid, cmdline) of live processes whose command line contains every needle;
-    under pytest-xdist, not those another worker's tests started."""
+def processes_matching(*needles: str, comm: str | None = None) -> list[tuple[int, str]]:
+    """(pid, cmdline) of live processes whose command line contains every needle (and
+    whose name is `comm`, if given); under pytest-xdist, not those another worker's
+    tests started."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -248,6 +249,11 @@ def processes_matching(*needles: str) -> list[tuple[int, str]]:
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
         # The command line first: most processes fail it, and tests poll this.
         if not raw or not all(n in cmdline for n in needles):
+            continue
+        try:
+            if comm is not None and (entry / "comm").read_text().strip() != comm:
+                continue
+        except OSError:
             continue
         try:
             if "\nState:\tZ" in (entry / "status").read_text():
@@ -304,10 +310,13 @@ def wordle_uvicorns() -> list[tuple[int, str]]:
 def user_simulators() -> list[tuple[int, str]]:
     """Live `openenv_v1.vf02.user` processes started by this checkout's evals (verifiers
     runs them with the eval's own Python), and the simulator fork servers and their
-    forks (which keep the fork server's command line)."""
-    return processes_matching(
-        f"{BIN}/python", "-m openenv_v1.vf02.user"
-    ) + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator.forks")
+    forks (which keep the fork server's command line, or, forked in an eval forked
+    from a zygote, its name: `zygote.FORK_SERVER_NAME`)."""
+    return (
+        processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.user")
+        + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator.forks")
+        + processes_matching(f"{BIN}/python", comm=zygote.FORK_SERVER_NAME)
+    )
 
 
 def tool_servers() -> list[tuple[int, str]]:
