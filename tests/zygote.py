@@ -56,10 +56,11 @@ from typing import Any, NoReturn, TextIO
 
 from openenv_v1.core.launch.process_group import die_with_owner
 
-__all__ = ["Started", "run", "serve", "start"]
+__all__ = ["FORK_SERVER_NAME", "Started", "run", "servable", "serve", "start"]
 
 FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
-"""Set (to anything) in the test run's environment: every eval starts fresh."""
+"""Set (to anything) in the test run's environment: every eval, command and server
+starts fresh (and every 0.2 eval starts its simulator fork server as the binding does)."""
 _ENTRY_POINTS = {
     "eval": "verifiers.v1.cli.eval.main:main",
     "vf-eval": "verifiers.v1.cli.eval.main:main",
@@ -72,9 +73,9 @@ _PRELOAD = {
     "vf04": ("openenv_v1.vf04.env", "openenv_v1.vf04.native"),
 }
 """What an eval of this package imports once it runs, by verifiers line, besides
-`_PRELOAD_EVALS` and `_PRELOAD_CORE`: ~1,000 modules, ~1 s of CPU per eval (OpenEnv's client brings
-fastmcp, py-key-value and beartype; the binding brings mcp's client and server),
-imported once in the zygote instead of in every fork. None reads the environment or
+`_PRELOAD_EVALS` and `_PRELOAD_CORE`: ~1,000 modules, ~1 s of CPU per eval
+(OpenEnv's client brings fastmcp, py-key-value and beartype; the binding brings
+mcp's client and server), imported once in the zygote instead of in every fork. None reads the environment or
 starts a thread as it loads (`_serve` checks the thread)."""
 _PRELOAD_CLI = (
     "openenv_v1.cli.check",
@@ -127,7 +128,7 @@ def serve(command: list[str], *, cwd: Path | None, env: dict[str, str]) -> Start
     `env`'s `PYTHON*` settings: a server a test stops by its process group. Its
     standard streams are this process's."""
     key = _module_key(command, env)
-    if key is None or os.environ.get(FRESH_VAR) or not _linux():
+    if key is None or not servable(command, env):
         raise ValueError(f"not a server a zygote forks: {command[:3]}")
     with _lock:
         zygote = _zygotes.get(key)
@@ -149,7 +150,7 @@ def servable(command: list[str], env: dict[str, str]) -> bool:
 
 
 def _module_key(command: list[str], env: dict[str, str]) -> tuple[str, ...] | None:
-    if command[:2] != [sys.executable, "-m"] or command[2:3] == []:
+    if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
         return None
     if command[2] not in _MODULES:
         return None
