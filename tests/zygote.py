@@ -75,8 +75,9 @@ _PRELOAD = {
 """What an eval of this package imports once it runs, by verifiers line, besides
 `_PRELOAD_EVALS` and `_PRELOAD_CORE`: ~1,000 modules, ~1 s of CPU per eval
 (OpenEnv's client brings fastmcp, py-key-value and beartype; the binding brings
-mcp's client and server), imported once in the zygote instead of in every fork. None reads the environment or
-starts a thread as it loads (`_serve` checks the thread)."""
+mcp's client and server), imported once in the zygote instead of in every fork.
+None reads the environment or starts a thread as it loads (`_serve` checks the
+thread)."""
 _PRELOAD_CLI = (
     "openenv_v1.cli.check",
     "openenv_v1.cli.check_text",
@@ -127,8 +128,8 @@ def serve(command: list[str], *, cwd: Path | None, env: dict[str, str]) -> Start
     `python -m uvicorn ...` of this venv's Python, forked from a zygote started with
     `env`'s `PYTHON*` settings: a server a test stops by its process group. Its
     standard streams are this process's."""
-    key = _module_key(command, env)
-    if key is None or not servable(command, env):
+    key = _server_key(command, env)
+    if key is None:
         raise ValueError(f"not a server a zygote forks: {command[:3]}")
     with _lock:
         zygote = _zygotes.get(key)
@@ -142,14 +143,14 @@ def serve(command: list[str], *, cwd: Path | None, env: dict[str, str]) -> Start
 
 def servable(command: list[str], env: dict[str, str]) -> bool:
     """Whether `serve` forks `command` (else it is to be started as it is)."""
-    return (
-        _module_key(command, env) is not None
-        and not os.environ.get(FRESH_VAR)
-        and _linux()
-    )
+    return _server_key(command, env) is not None
 
 
-def _module_key(command: list[str], env: dict[str, str]) -> tuple[str, ...] | None:
+def _server_key(command: list[str], env: dict[str, str]) -> tuple[str, ...] | None:
+    """The zygote `serve` forks `command` from (its module and `env`'s `PYTHON*`
+    settings), or None: `command` is to be started as it is."""
+    if os.environ.get(FRESH_VAR) or not _linux():
+        return None
     if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
         return None
     if command[2] not in _MODULES:
@@ -327,10 +328,10 @@ class _Zygote:
 
 
 class Started:
-    """An eval forked by `start` and running: what tests use of `subprocess.Popen`
-    (`pid`, `poll`, `wait`, `send_signal`, `terminate`, `kill`, `returncode`,
-    `stdout`/`stderr` when piped). Its exit code is what its reaper reports, negative
-    for a signal, as `Popen` gives it."""
+    """An eval (command, server) forked by a zygote and running: what tests use of
+    `subprocess.Popen` (`pid`, `poll`, `wait`, `send_signal`, `terminate`, `kill`,
+    `returncode`, `stdout`/`stderr` when piped). Its exit code is what its reaper
+    reports, negative for a signal, as `Popen` gives it."""
 
     stdout: TextIO | None = None
     stderr: TextIO | None = None
@@ -388,7 +389,7 @@ class _Lines:
         while b"\n" not in self.buffer:
             chunk = self.conn.recv(4096)
             if not chunk:
-                raise RuntimeError("the eval zygote closed the connection")
+                raise RuntimeError("the zygote closed the connection")
             self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode()
