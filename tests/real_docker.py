@@ -199,19 +199,76 @@ def labelled_eval(
 ) -> Iterator[tuple[zygote.Started | subprocess.Popen[str], str]]:
     """An eval (`command`), forked from the worker's eval zygote and not waited for
     (`zygote.start`), whose containers, services and networks carry its run
-    label: yields the process and that label (`org.openenv-v1.run=<run_id>`). On exit
-    it is killed (its simulators die with it) and whatever still carries the label is
+    label: yields the process and that label (`org.openenv-v1.run=<run_id>`). Its
+    output goes to `eval_log(cwd, run_id)` (`ends_within` quotes it). On exit it is
+    killed (its simulators die with it) and whatever still carries the label is
     removed (a failed test's leftovers)."""
     label = f"{RUN_LABEL}={run_id}"
-    proc = zygote.start(
-        command, cwd=cwd, env=eval_environ({"OPENENV_V1_RUN_ID": run_id})
-    )
+    with eval_log(cwd, run_id).open("wb") as log:
+        proc = zygote.start(
+            command,
+            cwd=cwd,
+            env=eval_environ({"OPENENV_V1_RUN_ID": run_id}),
+            output=log,
+        )
     try:
         yield proc, label
     finally:
         proc.kill()
         proc.wait(30)
         remove_swarm_labelled(label)
+
+
+def eval_log(cwd: Path, run_id: str) -> Path:
+    """Where `labelled_eval` writes the output of the eval of `run_id`."""
+    return cwd / f"eval-{run_id}.log"
+
+
+def ends_within(
+    proc: zygote.Started | subprocess.Popen[str], log: Path, timeout_s: float
+) -> None:
+    """Wait for `proc` to end; past `timeout_s`, fail with what it and its
+    descendants were doing (state and kernel wait channel of each) and the tail of
+    its output (`log`)."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        tree = "\n".join(_describe(pid) for pid in _descendants(proc.pid))
+        tail = log.read_text(errors="replace")[-4000:]
+        raise AssertionError(
+            f"pid {proc.pid} still running {timeout_s:.0f}s later:\n{tree}\n"
+            f"its output ends with:\n{tail}"
+        ) from None
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rpartition(")")[2].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _describe(pid: int) -> str:
+    proc = Path(f"/proc/{pid}")
+    try:
+        cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        threads = []
+        for task in sorted((proc / "task").iterdir()):
+            with contextlib.suppress(OSError):
+                state = (task / "stat").read_text().rpartition(")")[2].split()[0]
+                comm = (task / "comm").read_text().strip()
+                threads.append(f"{comm}:{state}:{(task / 'wchan').read_text()}")
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} {cmdline[:200]}\n    threads: {', '.join(threads)}"
 
 
 def wait_for_containers(

@@ -16,6 +16,8 @@ from openenv_v1.core.launch.docker.reaper import OWNER_LABEL, RUN_LABEL
 from tests import docker_engine
 from tests.real_docker import (
     CODE_ENV,
+    ends_within,
+    eval_log,
     labelled,
     labelled_eval,
     remove_labelled,
@@ -104,7 +106,7 @@ def test_a_signalled_eval_leaves_no_container(real_docker, tmp_path, sig):
             eval_proc.send_signal(sig)
             # A stop that takes 2-3 s on a quiet machine took over 30 s once beside
             # the burst test (a load of ~20 on 2 cores); the bound is on a hang.
-            eval_proc.wait(timeout=90)
+            ends_within(eval_proc, eval_log(tmp_path, run_id), timeout_s=90)
             took = wait_until_gone(label, timeout_s=30)
             print(f"container gone {took:.1f}s after the eval got {sig.name}")
 

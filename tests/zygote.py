@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 from openenv_v1.core.launch.process_group import die_with_owner
 
@@ -164,16 +164,21 @@ def _linux() -> bool:
 
 
 def start(
-    command: list[str], *, cwd: Path, env: dict[str, str], output: int | None = None
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    output: int | BinaryIO | None = None,
 ) -> Started | subprocess.Popen[str]:
     """`subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=output,
     text=True)` for an `eval`/`vf-eval` of this venv, forked from its zygote: an
     eval a test signals, waits for or polls. `output` is `subprocess.DEVNULL`
-    (None: the same) or `subprocess.PIPE` (`.stdout` and `.stderr` to read). As a
-    fresh process when the zygote cannot run it."""
+    (None: the same), `subprocess.PIPE` (`.stdout` and `.stderr` to read) or a file
+    open for writing (both streams go there). As a fresh process when the zygote
+    cannot run it."""
     output = subprocess.DEVNULL if output is None else output
-    if output not in (subprocess.DEVNULL, subprocess.PIPE):
-        raise ValueError("output is subprocess.DEVNULL or subprocess.PIPE")
+    if isinstance(output, int) and output not in (subprocess.DEVNULL, subprocess.PIPE):
+        raise ValueError("output is subprocess.DEVNULL, subprocess.PIPE or a file")
     zygote = _zygote_for(command, env)
     if zygote is None:
         return subprocess.Popen(
@@ -276,15 +281,16 @@ class _Zygote:
         command: list[str],
         cwd: Path,
         env: dict[str, str],
-        output: int | None,
+        output: int | BinaryIO | None,
         *,
         argv: list[str] | None = None,
         path0: str | None = None,
     ) -> Started:
         """The eval forked, not waited for (`Started`). `output`: `subprocess.PIPE`,
-        `subprocess.DEVNULL`, or None for this process's own streams (and then a
-        session of its own, as a server's). `argv` and `path0` (its `sys.argv` and
-        `sys.path[0]`): `command`'s and the console script's folder by default."""
+        `subprocess.DEVNULL`, a file open for writing, or None for this process's own
+        streams (and then a session of its own, as a server's). `argv` and `path0`
+        (its `sys.argv` and `sys.path[0]`): `command`'s and the console script's
+        folder by default."""
         ends: list[int] = []
         if output == subprocess.PIPE:
             (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
@@ -301,7 +307,12 @@ class _Zygote:
         conn = socket.socket(socket.AF_UNIX)
         with open(os.devnull, "r+b") as null:
             conn.connect(str(self.socket_path))
-            streams = [1, 2] if output is None else ends or [null.fileno()] * 2
+            if output is None:
+                streams = [1, 2]
+            elif not isinstance(output, int):
+                streams = [output.fileno()] * 2
+            else:
+                streams = ends or [null.fileno()] * 2
             fds = [null.fileno(), *streams]
             socket.send_fds(conn, [request + b"\n"], fds)
         for fd in ends:
