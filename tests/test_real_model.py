@@ -22,12 +22,18 @@ from tests.servers import run_eval
 pytestmark = [pytest.mark.real_llm, pytest.mark.long]
 
 MAX_TURNS = 5
+MAX_TOKENS = 64
+"""Each reply's token limit: room for an action and some prose around it. The model
+spends ~70% of its CPU generating (~45 tokens/s on one thread here), and most of its
+replies ran to the server's default of 128; a reply cut off at the limit is one more
+reply the adapter must take (verifiers 0.4 passes `finish_reason: length` on, and
+such a reply is answered as cut off)."""
 
 
 @pytest.fixture(scope="module")
 def llm_url() -> Iterator[str]:
     require_installed()
-    with llama_server() as url:
+    with llama_server(max_tokens=MAX_TOKENS) as url:
         yield url
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.real_llm import MODEL_NAME, llama_server, require_installed
 from tests.real_llm_checks import assert_episodes_ended_cleanly
-from tests.test_real_model import MAX_TURNS
+from tests.test_real_model import MAX_TOKENS, MAX_TURNS
 from tests.vf04.evals import run_vf_eval, traces_of
 
 pytestmark = [pytest.mark.real_llm, pytest.mark.long]
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.real_llm, pytest.mark.long]
 @pytest.fixture(scope="module")
 def llm_url() -> Iterator[str]:
     require_installed()
-    with llama_server() as url:
+    with llama_server(max_tokens=MAX_TOKENS) as url:
         yield url
 
 
