@@ -12,7 +12,6 @@ import asyncio
 import inspect
 import json
 import secrets
-import subprocess
 import sys
 import time
 from typing import Any
@@ -28,6 +27,7 @@ from openenv_v1.core.launch.cloud import (
     provider_class,
 )
 from openenv_v1.core.launch.plan import check_launcher
+from tests import zygote
 from tests.cloud import (
     SECRET_NAME,
     STANDINS,
@@ -736,7 +736,7 @@ def test_eval_on_daytona_sandboxes_keeps_every_secret_out_of_its_files(tmp_path)
             "--taskset.task.user.forward-env",
             json.dumps([SECRET_NAME]),
         )
-        proc = subprocess.run(
+        proc = zygote.run(
             command,
             cwd=tmp_path,
             env=eval_environ(
@@ -747,8 +747,6 @@ def test_eval_on_daytona_sandboxes_keeps_every_secret_out_of_its_files(tmp_path)
                     "OPENENV_V1_STANDIN_RECORD": str(record),
                 }
             ),
-            capture_output=True,
-            text=True,
             timeout=300,
         )
     assert proc.returncode == 0, proc.stderr[-3000:]

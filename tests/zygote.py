@@ -23,9 +23,13 @@ and waits; `run` asks it for a fork that is the eval (or command) from there on:
 What differs from a fresh process: its parent is a small reaper the zygote forked
 (the worker's grandchild), `/proc/PID/cmdline` and `environ` show the zygote's, and
 what is read from the environment at import is read in the zygote (verifiers 0.2's
-`VF_LOG_LEVEL`, which the fork applies again). An eval whose environment changes a
-`PYTHON*` variable (`PYTHONPATH`: a different import path) runs as a fresh process;
-a server (`serve`) forks from a zygote started with its `PYTHON*` settings.
+`VF_LOG_LEVEL`, which the fork applies again). An eval whose `PYTHONPATH` puts
+folders in front of this process's (stand-in SDKs) forks too, those folders put in
+front of its `sys.path` where Python puts them, unless one holds a module the zygote
+has imported (it would not be the one imported): then the fork runs the command
+itself (`exec`), as a fresh process. An eval whose environment changes a `PYTHON*`
+variable otherwise runs as a fresh process; a server (`serve`) forks from a zygote
+started with its `PYTHON*` settings.
 Tests of how an eval ends (a signal, SIGKILL, a timeout) start it with `start` and
 signal its pid; tests about what its own process shows (`/proc`, running as another
 user) start it with `subprocess` themselves. `OPENENV_V1_TEST_FRESH_EVALS=1 uv run
@@ -205,8 +209,22 @@ def _forkable(script: Path, env: dict[str, str]) -> bool:
         return False
     if not _linux():
         return False
-    names = {n for n in [*env, *os.environ] if n.startswith("PYTHON")}
-    return all(env.get(n) == os.environ.get(n) for n in names)
+    names = {n for n in [*env, *os.environ] if n.startswith("PYTHON")} - {"PYTHONPATH"}
+    same = all(env.get(n) == os.environ.get(n) for n in names)
+    return same and _path_prepended(env) is not None
+
+
+def _path_prepended(env: dict[str, str]) -> list[str] | None:
+    """The folders `env`'s `PYTHONPATH` puts in front of this process's (none when
+    they are the same), or None when it is not this process's with folders in front."""
+    ours = os.environ.get("PYTHONPATH", "")
+    theirs = env.get("PYTHONPATH", "")
+    if theirs == ours:
+        return []
+    tail = os.pathsep + ours if ours else ""
+    if not theirs.endswith(tail):
+        return None
+    return [folder for folder in theirs[: len(theirs) - len(tail)].split(os.pathsep)]
 
 
 def _fresh(
@@ -299,6 +317,8 @@ class _Zygote:
             {
                 "argv": command if argv is None else argv,
                 "path0": str(Path(command[0]).parent) if path0 is None else path0,
+                "prepend": [] if argv is not None else _path_prepended(env) or [],
+                "command": command,
                 "session": output is None,
                 "cwd": str(cwd),
                 "env": env,
@@ -520,13 +540,33 @@ def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None
+    prepend = request["prepend"]
+    if any(name in sys.modules for name in _top_level_modules(prepend)):
+        command = request["command"]
+        os.execv(command[0], command)  # a fresh process, as the test would start it
     sys.argv = list(request["argv"])
     sys.path[0] = request["path0"]
+    sys.path[1:1] = prepend  # where Python puts PYTHONPATH's folders
     verifiers = sys.modules.get("verifiers")
     if hasattr(verifiers, "setup_logging"):
         verifiers.setup_logging(os.getenv("VF_LOG_LEVEL"))
     _fork_server_ahead()
     sys.exit(main())
+
+
+def _top_level_modules(folders: list[str]) -> set[str]:
+    """The names of the top-level modules and packages in `folders`."""
+    names = set()
+    for folder in folders:
+        try:
+            entries = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for entry in entries:
+            stem = entry.partition(".")[0]
+            if entry.endswith((".py", ".so", ".pyd")) or "." not in entry:
+                names.add(stem)
+    return names
 
 
 FORK_SERVER_NAME = "vf02-forks"

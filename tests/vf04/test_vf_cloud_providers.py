@@ -15,6 +15,7 @@ import pytest
 from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.launch.cloud import preflight
 from openenv_v1.vf04 import OpenEnvConfig, OpenEnvTaskset
+from tests import zygote
 from tests.cloud import (
     SECRET_NAME,
     STANDINS,
@@ -85,7 +86,7 @@ def test_vf_eval_on_daytona_sandboxes_keeps_every_secret_out_of_its_files(
     api_key = f"dtn-{secrets.token_hex(8)}"
     record = tmp_path / "calls.jsonl"
     with policy_server("solver") as policy:
-        proc = subprocess.run(
+        proc = zygote.run(
             vf_eval_command(
                 [
                     "openenv-v1",
@@ -118,8 +119,6 @@ def test_vf_eval_on_daytona_sandboxes_keeps_every_secret_out_of_its_files(
                     "OPENENV_V1_STANDIN_PYTHON": wordle_python,
                 }
             ),
-            capture_output=True,
-            text=True,
             timeout=300,
         )
     assert proc.returncode == 0, proc.stderr[-3000:]
