@@ -141,9 +141,10 @@ def _install_model(root: Path, log) -> None:
 
 
 def _extract(sdist: Path, into: Path) -> None:
-    """Unpack the sdist under `into`, refusing members that would land outside it or
-    are not plain files, folders or links: tarfile's "data" filter where this Python
-    has it (3.12, and 3.11.4 on), else the same checks here (Debian's 3.11.2)."""
+    """Unpack the sdist under `into`, refusing members that would land outside it:
+    tarfile's "data" filter where this Python has it (3.12, and 3.11.4 on), else
+    checks of its own (Debian's 3.11.2) that refuse a path or symlink leading out
+    of `into` and any member but a plain file, folder or symlink."""
     with tarfile.open(sdist) as archive:
         if hasattr(tarfile, "data_filter"):
             archive.extractall(into, filter="data")

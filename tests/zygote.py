@@ -224,7 +224,7 @@ def _path_prepended(env: dict[str, str]) -> list[str] | None:
     tail = os.pathsep + ours if ours else ""
     if not theirs.endswith(tail):
         return None
-    return [folder for folder in theirs[: len(theirs) - len(tail)].split(os.pathsep)]
+    return theirs[: len(theirs) - len(tail)].split(os.pathsep)
 
 
 def _fresh(
@@ -317,8 +317,8 @@ class _Zygote:
             {
                 "argv": command if argv is None else argv,
                 "path0": str(Path(command[0]).parent) if path0 is None else path0,
+                # A server's `PYTHON*` settings are its zygote's own.
                 "prepend": [] if argv is not None else _path_prepended(env) or [],
-                "command": command,
                 "session": output is None,
                 "cwd": str(cwd),
                 "env": env,
@@ -542,8 +542,8 @@ def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
     tempfile.tempdir = None
     prepend = request["prepend"]
     if any(name in sys.modules for name in _top_level_modules(prepend)):
-        command = request["command"]
-        os.execv(command[0], command)  # a fresh process, as the test would start it
+        argv = request["argv"]  # an eval's: its whole command
+        os.execv(argv[0], argv)  # a fresh process, as the test would start it
     sys.argv = list(request["argv"])
     sys.path[0] = request["path0"]
     sys.path[1:1] = prepend  # where Python puts PYTHONPATH's folders
