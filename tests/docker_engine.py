@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -116,9 +117,20 @@ def engine_answers() -> bool:
 
 def ensure_engine(*, install: bool = True) -> Engine:
     """An answering engine: the running one, or `dockerd` started here (installed
-    first with apt when `install` and it is missing). Raises `EngineUnavailable`."""
+    first with apt when `install` and it is missing). Raises `EngineUnavailable`.
+    Concurrent callers (a test run's workers) take turns: one starts it, the others
+    find it running. The `dockerd` started here is not bound to the caller's life
+    (see `stop_when_gone`)."""
     if engine_answers():
         return Engine(started_here=False)
+    with open(STATE_FILE.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if engine_answers():
+            return Engine(started_here=False)
+        return _start_engine(install)
+
+
+def _start_engine(install: bool) -> Engine:
     if os.geteuid() != 0:
         raise EngineUnavailable(
             "no Docker engine answers and starting one needs root (run `dockerd`, or "
@@ -139,6 +151,7 @@ def ensure_engine(*, install: bool = True) -> Engine:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_outlive_the_caller,
         )
     STATE_FILE.write_text(json.dumps({"pid": process.pid}))
     deadline = time.monotonic() + ENGINE_START_S
@@ -303,6 +316,26 @@ def _build_rootfs(image: str, mirror: str, log) -> None:
             raise RuntimeError("tar of the debootstrap root failed")
 
 
+def _outlive_the_caller() -> None:
+    """A `preexec_fn` that does nothing: in a test run, it keeps `tests/lifetime.py`
+    from giving the child a parent-death signal, so that an engine or its watcher
+    started by one pytest-xdist worker lives on while the others use it."""
+
+
+def stop_when_gone(pid: int) -> None:
+    """Stop the engine started here once process `pid` has exited, however it
+    exits (SIGKILL included): a watcher process of its own, in its own session."""
+    subprocess.Popen(
+        [sys.executable, "-m", "tests.docker_engine", "watch", str(pid)],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_outlive_the_caller,
+    )
+
+
 def _watch(pid: int) -> None:
     """Stop the engine started here once process `pid` is gone."""
     while _alive(pid):
@@ -342,14 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     if engine.started_here and args.until_pid:
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.docker_engine", "watch", str(args.until_pid)],
-            cwd=Path(__file__).resolve().parent.parent,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        stop_when_gone(args.until_pid)
     if not args.no_base:
         started = time.monotonic()
         how = ensure_base_image(log=lambda m: print(m, flush=True))

@@ -28,7 +28,7 @@ from openenv_v1.core.launch.docker.build import BUILD_NETWORK_VAR
 from openenv_v1.core.launch.docker.cli import DOCKER_VAR
 from openenv_v1.core.launch.docker.reaper import RUN_LABEL
 from tests import docker_engine, zygote
-from tests.servers import eval_environ
+from tests.servers import TEST_RUN_VAR, eval_environ
 
 CODE_ENV = Path(__file__).resolve().parent / "envs" / "docker" / "code_env"
 
@@ -42,12 +42,12 @@ def _engine() -> Iterator[None]:
         if in_ci:
             pytest.fail(f"CI runs the Docker tests, but there is no engine: {e}")
         pytest.skip(f"no Docker engine: {e}")
-    try:
-        docker_engine.ensure_base_image(log=lambda _: None)
-        yield
-    finally:
-        if engine.started_here:
-            docker_engine.stop_engine()
+    if engine.started_here:
+        # Stopped once the test run is gone, not when this worker's session ends:
+        # the run's other workers may still be using it.
+        docker_engine.stop_when_gone(int(os.environ.get(TEST_RUN_VAR, os.getpid())))
+    docker_engine.ensure_base_image(log=lambda _: None)
+    yield
 
 
 @pytest.fixture
