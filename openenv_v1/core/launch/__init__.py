@@ -22,13 +22,14 @@ stops with the caller's exit stack:
     env_target.py     EnvTarget: where an episode's environment comes from
     env_project.py    what an env folder's files say about serving it
     server_env.py     what an env server's process may see (its environment)
+    options.py        provider_kwargs read into a launcher's own options
     process_group.py  a process group and a parent-death signal per child
 
 Imports follow the tree, top to bottom, at module and function level alike:
 `target` -> `plan` -> the places (`uv`, `docker.container`, `swarm.replica`,
 `cloud`, imported by name when a target asks for one); `pool` -> `plan`, `leases`,
-`pool_servers`; `env_target` and `leases`, `env_project`, `server_env` and
-`process_group` at the bottom. Nothing below `target` imports it; the places name
+`pool_servers`; `env_target` and `leases`, `env_project`, `server_env`, `options`
+and `process_group` at the bottom. Nothing below `target` imports it; the places name
 `EnvTarget` for its type only. No circle.
 
 May import `openenv_v1.core`'s shared modules (`errors`, `openenv_lines`,

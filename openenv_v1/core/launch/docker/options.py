@@ -1,35 +1,30 @@
 """The Docker keys of `provider_kwargs`, read and checked, and the limits they set.
 
 `DockerOptions` is what a Docker launch may be given (image, build, network, user,
-limits); `docker_options(target)` reads them from `target.provider_kwargs` over the
-env folder's `openenv.yaml` defaults (`manifest`), and `read_image_options` does the
-same for any launcher that runs an image (Swarm's options too): options of a UV
-launch are dropped with a warning, anything else unknown or invalid is an
-`EnvFailure` naming it and the known ones. `run_limits` is what the hardening and
-limits become on `docker run`.
+limits); `docker_options(target)` reads them from `target.provider_kwargs` with
+`read_image_options`, the reader of any launcher that runs an image (Swarm's options
+too): `launch.options.read_options` (the env folder's `openenv.yaml` defaults under
+what is set, anything unknown or invalid an `EnvFailure` naming it and the known
+ones), with the options of a UV launch dropped with a warning. `run_limits` is what
+the hardening and limits become on `docker run`.
 
-Imports `build` (the build network's type), `openenv_v1.core.errors` and
-`openenv_v1.core.manifest`.
+Imports `build` (the build network's type) and `launch.options`.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.build import BuildNetwork
+from openenv_v1.core.launch.options import OptionsT, read_options
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
 
-logger = logging.getLogger(__name__)
-
 UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
 """Options of a UV launch that mean nothing to an image with its own command."""
-OptionsT = TypeVar("OptionsT", bound=BaseModel)
 NOBODY = "65534:65534"
 """The user an image whose own user is root runs as (`user` "auto")."""
 
@@ -112,35 +107,17 @@ def read_image_options(
     model: type[OptionsT], target: EnvTarget, launcher: str, where: str
 ) -> OptionsT:
     """`target.provider_kwargs` read as the options `model` of a launcher that runs
-    an image (Docker, Swarm): options of a UV launch are dropped with a warning,
-    anything else unknown or invalid is an `EnvFailure` naming it and the known ones."""
-    from openenv_v1.core.manifest import manifest_defaults
-
-    # The env folder's openenv.yaml declares default limits; options set win.
-    kwargs = {
-        **manifest_defaults(model.model_fields, target.provider_kwargs),
-        **target.provider_kwargs,
-    }
-    ignored = sorted(UV_ONLY_OPTIONS & kwargs.keys())
-    if ignored:
-        logger.warning(
-            "%s launches ignore provider_kwargs %s (the image runs its own command)",
-            launcher,
-            ", ".join(ignored),
-        )
-    for key in ignored:
-        kwargs.pop(key)
-    try:
-        return model(**kwargs)
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'provider_kwargs'}: {err['msg']}"
-            for err in e.errors()
-        )
-        raise EnvFailure(
-            f"bad {launcher} option in {where}: {problems} (known: "
-            f"{', '.join(model.model_fields)})"
-        ) from None
+    an image (Docker, Swarm) by `launch.options.read_options`: options of a UV launch
+    are dropped with a warning, anything else unknown or invalid is an `EnvFailure`
+    naming it and the known ones."""
+    return read_options(
+        model,
+        target.provider_kwargs,
+        launcher,
+        where,
+        ignore=UV_ONLY_OPTIONS,
+        because="the image runs its own command",
+    )
 
 
 def run_limits(options: DockerOptions) -> list[str]:
