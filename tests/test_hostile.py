@@ -51,6 +51,10 @@ STEP_FAULTS = {
     "'you win'",
     "list_observation": "the observation must be a JSON object, got a list [1, 2, 3]",
     "deep_observation": "the observation is nested deeper than 100 levels",
+    "no_data": "the frame {'type': 'observation'} has no `data` (a reply carries "
+    "its result, the observation, reward and done of a step, in a `data` object)",
+    "undecodable_depth": "the frame is nested too deep to decode (deeper than the "
+    "JSON decoder's limit of about 1000 levels; an observation may nest at most 100)",
 }
 """Each step fault and how the episode's error names it."""
 RESET_FAULT = (

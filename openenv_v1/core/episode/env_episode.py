@@ -10,8 +10,9 @@
 - the same rules serve both ways the model acts: a reply written as text (`act`) and a
   native tool call (`call`, `tool_calls="native"`), whose invalid calls get a short
   note instead of the action format;
-- every reset and step result is validated as it arrives (`frames.read_frame`: an
-  object, a finite reward, ...); a malformed one ends the episode, the fault named,
+- every frame is validated as it arrives (`frames.guard_frames`: decodable, with a
+  `data` object; `frames.read_frame`: an object observation, a finite reward, ...);
+  a malformed one ends the episode, the fault named,
   and so does any error nothing here foresaw (never a raw exception);
 - the step reward is added to `report.reward` as it arrives (`report.EpisodeReport`),
   so what was earned stays known whatever happens next;
@@ -59,7 +60,7 @@ from openenv_v1.core.episode.env_source import (
     env_source_dir,
     read_reset_params,
 )
-from openenv_v1.core.episode.frames import Frame, read_frame
+from openenv_v1.core.episode.frames import Frame, guard_frames, read_frame
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
 from openenv_v1.core.episode.render import ObservationFormat
 from openenv_v1.core.episode.report import EpisodeLimits, EpisodeReport, ToolCalls
@@ -439,8 +440,9 @@ async def open_episode(
     is ready for `reset`. An env whose lock pins openenv-core 0.2.2 has its MCP steps
     sent as the session's JSON-RPC (`route_mcp_steps`)."""
     source = env_source_dir(target)
+    client = await open_env(target, stack)
     client = route_mcp_steps(
-        keep_error_frames(await open_env(target, stack)), source, target.label
+        guard_frames(keep_error_frames(client)), source, target.label
     )
     base_url = http_base(client.base_url or target.label)
     spec = await fetch_action_spec(client, base_url, limits.step_timeout_s)

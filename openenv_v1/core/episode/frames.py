@@ -14,16 +14,23 @@ The server is untrusted: whatever its frame holds, `read_frame` either returns a
   `reward_signals` / `rewards` / `reward_components` mapping, on the frame or in the
   observation's `metadata`), every one a finite number.
 
+Before the client parses a frame, `guard_frames` checks its envelope: a frame nested
+too deep for the JSON decoder, one that is not a JSON object, and a reply frame
+without a `data` object (`{"type": "observation"}`, which OpenEnv's client would read
+as an empty observation) are `MalformedFrame`s too.
+
 A fault ends only the episode that received it (`EnvEpisode` reports it as the
 episode's error), keeping the reward earned before it.
 
-    frame = read_frame(client_result)
+    client = guard_frames(client)
+    frame = read_frame(await client.step(action))
     report.reward += frame.reward or 0.0
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +69,7 @@ def read_frame(result: Any) -> Frame:
         observation = {}
     if not isinstance(observation, dict):
         raise MalformedFrame(
-            f"the observation must be a JSON object, got {_kind(observation)} "
-            f"{_shown(observation)}"
+            f"the observation must be a JSON object, got {_described(observation)}"
         )
     if nested_deeper_than(observation, MAX_NESTING):
         raise MalformedFrame(
@@ -71,14 +77,59 @@ def read_frame(result: Any) -> Frame:
         )
     done = getattr(result, "done", False)
     if not isinstance(done, bool):
-        raise MalformedFrame(
-            f"`done` must be true or false, got {_kind(done)} {_shown(done)}"
-        )
+        raise MalformedFrame(f"`done` must be true or false, got {_described(done)}")
     reward = _finite(getattr(result, "reward", None), "the reward")
     signals = _signals(getattr(result, "metadata", None)) or _signals(
         observation.get("metadata")
     )
     return Frame(observation, reward, done, signals)
+
+
+def guard_frames(client: Any) -> Any:
+    """Make `client` (OpenEnv's WebSocket client: its `_receive` decodes each frame)
+    raise `MalformedFrame` for a frame whose envelope is broken (see the module
+    docstring) instead of reading it. Returns the client; one without a `_receive`
+    is returned as it is."""
+    receive = getattr(client, "_receive", None)
+    if receive is None or getattr(receive, "_guards_frames", False):
+        return client
+
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            frame = await receive(*args, **kwargs)
+        except RecursionError as e:  # only `json.loads` recurses in `_receive`
+            raise MalformedFrame(
+                "the frame is nested too deep to decode (deeper than the JSON "
+                f"decoder's limit of about {sys.getrecursionlimit()} levels; an "
+                f"observation may nest at most {MAX_NESTING})"
+            ) from e
+        check_envelope(frame)
+        return frame
+
+    guarded._guards_frames = True  # type: ignore[attr-defined]
+    client._receive = guarded
+    return client
+
+
+def check_envelope(frame: Any) -> None:
+    """Raise `MalformedFrame` unless `frame` (a decoded WebSocket message) is a JSON
+    object whose `data` is an object (an `error` frame's `data` is OpenEnv's to
+    read)."""
+    if not isinstance(frame, dict):
+        raise MalformedFrame(
+            f"the frame must be a JSON object, got {_described(frame)}"
+        )
+    if frame.get("type") == "error":
+        return
+    if "data" not in frame:
+        raise MalformedFrame(
+            f"the frame {_shown(frame)} has no `data` (a reply carries its result, "
+            "the observation, reward and done of a step, in a `data` object)"
+        )
+    if not isinstance(frame["data"], dict):
+        raise MalformedFrame(
+            f"the frame's `data` must be a JSON object, got {_described(frame['data'])}"
+        )
 
 
 def _finite(value: Any, what: str) -> float | None:
@@ -87,7 +138,7 @@ def _finite(value: Any, what: str) -> float | None:
         return None
     if not isinstance(value, int | float):
         raise MalformedFrame(
-            f"{what} must be a number or null, got {_kind(value)} {_shown(value)}"
+            f"{what} must be a number or null, got {_described(value)}"
         )
     try:
         number = float(value)
@@ -135,8 +186,11 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
     return True
 
 
-def _kind(value: Any) -> str:
-    return {
+def _described(value: Any) -> str:
+    """What a fault says `value` was: its kind and, shortened, the value itself."""
+    if value is None:
+        return "null"
+    kind = {
         str: "a string",
         list: "a list",
         bool: "a bool",
@@ -144,6 +198,7 @@ def _kind(value: Any) -> str:
         float: "a number",
         dict: "an object",
     }.get(type(value), type(value).__name__)
+    return f"{kind} {_shown(value)}"
 
 
 def _shown(value: Any) -> str:

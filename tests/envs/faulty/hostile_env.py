@@ -10,6 +10,9 @@ an episode that carries on past the fault scores 1.5). Step faults:
 - `string_reward` (`"1.0"`), `huge_reward` (a 400-digit integer), `nan_reward`,
   `inf_reward`, `string_done` (`"yes"`), `nan_signal` (`reward_signals.win` NaN);
 - `string_observation`, `list_observation`, `deep_observation` (nested 500 levels);
+- `no_data`: a frame with no `data` at all (`{"type": "observation"}`);
+- `undecodable_depth`: an observation nested 100,000 levels, deeper than Python's
+  JSON decoder reads;
 - `bomb_image`: a PNG that claims 20000x20000 pixels (about 50 KB of file, 400 M
   pixels decoded), as the `screen` field, paying 0.5 and not done;
 - `many_images`: 20 fields each holding a 1024x1024 noise PNG (3 MB each), paying
@@ -184,6 +187,11 @@ def fault_frame(fault: str) -> str:
         return _frame("[1, 2, 3]", "1.0")
     if fault == "deep_observation":
         return _frame(json.dumps({"text": "deep", "tree": _nested(500, 1)}), "1.0")
+    if fault == "no_data":
+        return '{"type": "observation"}'
+    if fault == "undecodable_depth":
+        tree = "[" * 100_000 + "]" * 100_000
+        return _frame('{"text": "too deep", "tree": ' + tree + "}", "1.0")
     if fault == "bomb_image":
         return _frame(json.dumps({"text": "a bomb", "screen": BOMB}), "0.5")
     if fault == "many_images":
