@@ -49,13 +49,14 @@ def test_only_an_env_locked_to_openenv_core_0_2_2_gets_the_json_rpc_route():
 @pytest.fixture
 def old_mcp_url():
     """The env's server, launched from its folder as a rollout launches it."""
-    provider, start_args = uv_launch_plan(
+    plan = uv_launch_plan(
         EnvTarget(
             env="local/old_mcp_env", provider_kwargs={"project_path": str(PROJECT)}
         )
     )
+    provider = plan.launcher
     try:
-        provider.start(**start_args)
+        provider.start(**plan.start_args)
         yield provider.wait_for_ready()
     finally:
         # The deadlocked session keeps uvicorn from a graceful exit: little grace.

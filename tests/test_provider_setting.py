@@ -13,9 +13,12 @@ from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 from openenv_v1.cli import PROVIDER_CHOICES, build_parser
 from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.launch.docker.container import DockerLaunch
+from openenv_v1.core.launch.docker.options import DockerOptions
 from openenv_v1.core.launch.plan import (
-    PROVIDERS,
+    PLACES,
     Launcher,
+    LaunchPlan,
+    Place,
     ProviderName,
     check_launcher,
     launch_failure,
@@ -26,7 +29,7 @@ from tests.servers import WORDLE_PROJECT
 
 
 def test_the_cli_choices_are_the_setting_values():
-    assert PROVIDER_CHOICES == get_args(ProviderName) == tuple(PROVIDERS)
+    assert PROVIDER_CHOICES == get_args(ProviderName) == tuple(PLACES)
     args = build_parser().parse_args(["check", "org/env", "--provider", "modal"])
     assert args.provider == "modal"
 
@@ -46,19 +49,22 @@ def test_launcher_defaults_to_uv_or_docker_and_provider_wins():
 
 def test_launch_plan_dispatches_uv_and_docker_to_their_modules():
     path = str(WORDLE_PROJECT)
-    uv, _ = launch_plan(EnvTarget(env="o/e", provider_kwargs={"project_path": path}))
-    assert isinstance(uv, SupervisedUVProvider)
-    explicit, _ = launch_plan(
+    uv = launch_plan(EnvTarget(env="o/e", provider_kwargs={"project_path": path}))
+    assert isinstance(uv.launcher, SupervisedUVProvider)
+    explicit = launch_plan(
         EnvTarget(env="o/e", provider="uv", provider_kwargs={"project_path": path})
     )
-    assert isinstance(explicit, SupervisedUVProvider)
-    docker, _ = launch_plan(EnvTarget(env="o/e", provider="docker"))
-    assert isinstance(docker, DockerLaunch)
+    assert isinstance(explicit.launcher, SupervisedUVProvider)
+    docker = launch_plan(EnvTarget(env="o/e", provider="docker"))
+    assert isinstance(docker.launcher, DockerLaunch)
+    for plan in (uv, explicit, docker):
+        assert isinstance(plan.launcher, Launcher)  # the seam's members, all there
+        assert plan.servers_at_start == 1
 
 
 def test_a_provider_whose_module_is_missing_fails_naming_it(monkeypatch):
     monkeypatch.setitem(
-        PROVIDERS, "swarm", Launcher("openenv_v1.core.no_such_launch", "plan", "Swarm")
+        PLACES, "swarm", Place("openenv_v1.core.no_such_launch", "plan", "Swarm")
     )
     target = EnvTarget(env="o/e", provider="swarm")
     with pytest.raises(EnvFailure, match="provider 'swarm' is not available.*no_such"):
@@ -70,6 +76,7 @@ def test_a_provider_whose_module_is_missing_fails_naming_it(monkeypatch):
 def test_launch_plan_runs_the_modules_preflight_then_its_plan(monkeypatch):
     calls: list[tuple[str, str | None]] = []
     module = types.ModuleType("tests_fake_launch")
+    launcher = DockerLaunch(env="o/e", options=DockerOptions())
 
     def preflight(target: EnvTarget) -> None:
         calls.append(("preflight", target.provider))
@@ -78,17 +85,16 @@ def test_launch_plan_runs_the_modules_preflight_then_its_plan(monkeypatch):
 
     def fake_launch_plan(target: EnvTarget):
         calls.append(("plan", target.provider))
-        return "provider", {"port": 1}
+        return LaunchPlan(launcher, {"port": 1})
 
     module.preflight = preflight  # type: ignore[attr-defined]
     module.fake_launch_plan = fake_launch_plan  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tests_fake_launch", module)
     monkeypatch.setitem(
-        PROVIDERS, "modal", Launcher("tests_fake_launch", "fake_launch_plan", "Modal")
+        PLACES, "modal", Place("tests_fake_launch", "fake_launch_plan", "Modal")
     )
-    assert launch_plan(EnvTarget(env="o/e", provider="modal")) == (
-        "provider",
-        {"port": 1},
+    assert launch_plan(EnvTarget(env="o/e", provider="modal")) == LaunchPlan(
+        launcher, {"port": 1}
     )
     assert calls == [("preflight", "modal"), ("plan", "modal")]
     broken = EnvTarget(env="o/e", provider="modal", provider_kwargs={"broken": True})

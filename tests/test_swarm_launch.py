@@ -182,11 +182,11 @@ def test_ingress_mode_creates_the_routing_mesh_service_it_is_told(mine, monkeypa
     assert env == {"MARK": "m", "TOKEN": "v"}  # values by environment, not argv
 
     # For real: Swarm publishes it through the mesh on a port it picks.
-    provider, start_args = swarm_launch_plan(
-        swarm_target(publish="ingress", replicas=1)
-    )
+    plan = swarm_launch_plan(swarm_target(publish="ingress", replicas=1))
+    assert plan.servers_at_start == 1  # one address: the mesh's
+    provider = plan.launcher
     try:
-        url = provider.start(**start_args)
+        url = provider.start(**plan.start_args)
         spec = service_spec(mine)
         (port,) = spec["Endpoint"]["Ports"]
         assert port["PublishMode"] == "ingress" and port["TargetPort"] == 8000

@@ -6,11 +6,11 @@ class (`DaytonaProvider`, `ModalProvider`, `ACASandboxProvider`, `HFSandboxProvi
 `NovitaSandboxProvider`). `CloudLaunch` constructs that class with the options of
 `task.user.provider_kwargs`, and drives it as a rollout needs:
 
-    provider, start_args = cloud_launch_plan(EnvTarget(env="org/maze",
-        provider="modal", provider_kwargs={"image": "ghcr.io/org/maze:1", "cpu": 2}))
-    url = provider.start()      # ModalProvider(cpu=2).start_container(image, env_vars=...)
-    provider.wait_for_ready()   # its wait_for_ready(url, timeout_s=launch_timeout_s)
-    provider.stop()             # its stop_container(), then close()
+    launch = cloud_launch_plan(EnvTarget(env="org/maze", provider="modal",
+        provider_kwargs={"image": "ghcr.io/org/maze:1", "cpu": 2})).launcher
+    launch.start()            # ModalProvider(cpu=2).start_container(image, env_vars=...)
+    launch.wait_for_ready()   # its wait_for_ready(url, timeout_s=launch_timeout_s): url
+    launch.stop()             # its stop_container(), then close()
 
 - `image` (the sandbox's image or source, in the provider's own spelling) is given to
   `start_container`, as are `port`, `env_vars` and `cmd`; every other key is an
@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core.errors import EnvFailure, describe, redact
+from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.light_import import without_gradio
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ class CloudLaunch:
         self.launch_timeout_s = launch_timeout_s
         self._secret_env = dict(secret_env or {})
         self.app_choice = None  # the sandbox runs the image's own server command
-        self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
+        self.run_on_owner: Callable[[Callable[[], Any]], Any] = run_here
         self.provider: Any = None
         """OpenEnv's provider object, once `start()` has made it."""
         self._url: str | None = None
@@ -290,9 +291,9 @@ class CloudLaunch:
 
     def wait_for_ready(
         self, base_url: str | None = None, timeout_s: float | None = None
-    ) -> None:
+    ) -> str:
         """OpenEnv's own readiness wait (`/health`, and the server process's
-        liveness where the provider checks it)."""
+        liveness where the provider checks it); returns the server's base URL."""
         url = base_url or self._url
         if self.provider is None or url is None:
             raise EnvFailure(f"the {self.spec.cls} launch was not started, or stopped")
@@ -303,6 +304,7 @@ class CloudLaunch:
             raise EnvFailure(
                 self._redacted(f"{self.spec.cls}: {describe(e)}")
             ) from None
+        return url
 
     def running(self) -> bool:
         """Whether the sandbox was started and not stopped (never asks the cloud:
@@ -342,10 +344,10 @@ class CloudLaunch:
         return redact(text, self._secret_env.values())
 
 
-def cloud_launch_plan(target: EnvTarget) -> tuple[CloudLaunch, dict[str, Any]]:
-    """The `CloudLaunch` for `target` (`target.launcher` one of `CLOUD_PROVIDERS`)
-    and the keyword arguments of its `start()` (none: they are its own). Raises
-    `EnvFailure` for a bad option, before anything is created."""
+def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
+    """The launch of a `CloudLaunch` for `target` (`target.launcher` one of
+    `CLOUD_PROVIDERS`; no start arguments: they are its own). Raises `EnvFailure`
+    for a bad option, before anything is created."""
     assert target.env is not None
     spec = cloud_provider(target)
     kwargs = dict(target.provider_kwargs)
@@ -374,7 +376,7 @@ def cloud_launch_plan(target: EnvTarget) -> tuple[CloudLaunch, dict[str, Any]]:
     options = _constructor_options(spec, provider_class(spec), kwargs)
     if spec.name == "hf_sandbox":
         options["image"] = image  # its constructor requires it
-    return (
+    return LaunchPlan(
         CloudLaunch(
             spec=spec,
             env=target.env,
@@ -383,10 +385,5 @@ def cloud_launch_plan(target: EnvTarget) -> tuple[CloudLaunch, dict[str, Any]]:
             start_args=start_args,
             secret_env=target.secret_env,
             launch_timeout_s=target.launch_timeout_s,
-        ),
-        {},
+        )
     )
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    return fn()

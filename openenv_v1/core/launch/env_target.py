@@ -27,7 +27,7 @@ class EnvTarget:
     another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
     Hugging Face Space id) is launched for this episode by the launcher `launcher`
     names: OpenEnv's UV provider by default, Docker with `use_docker`, or the
-    `provider` set (see `plan.PROVIDERS`). `provider_kwargs` are that launcher's
+    `provider` set (see `plan.PLACES`). `provider_kwargs` are that launcher's
     options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
     added to the launched server's environment and never shown.
     """
@@ -36,7 +36,7 @@ class EnvTarget:
     base_url: str | None = None
     use_docker: bool = False
     provider: str | None = None
-    """Where the server runs (`plan.PROVIDERS`); None: `docker` with
+    """Where the server runs (`plan.PLACES`); None: `docker` with
     `use_docker`, else `uv`."""
     provider_kwargs: Mapping[str, Any] = field(default_factory=dict)
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)

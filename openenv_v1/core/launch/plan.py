@@ -1,34 +1,49 @@
 """Which launcher runs an env server: one module per place, one face for all.
 
-A launcher is a provider with OpenEnv's provider shape as `ServerPool` and `open_env`
-drive it: `start(**start_args) -> url`, `wait_for_ready()` (which may return the
-URL the server ended up at, when it differs), `running()`,
-`stop(grace_s=...)`, plus `app_choice` (what it serves, when it chose) and
-`run_on_owner` (where forks that must die with their owner run). Each place is a
-module with a `*_launch_plan(target)`; adding a place adds a module and a line in
-`PROVIDERS`.
+`Launcher` is that face, OpenEnv's provider shape as `ServerPool` and `open_env`
+drive it: `start(**start_args) -> url`, `wait_for_ready() -> url` (always the URL
+the server answers at, which may differ from `start`'s: a relaunch on another
+port, a container run again), `running()`, `stop(grace_s)`, plus `app_choice` (what
+it serves, when it chose) and `run_on_owner` (where forks that must die with their
+owner run; `run_here` by default). Each place is a module with a
+`*_launch_plan(target) -> LaunchPlan`; adding a place adds a module and a line in
+`PLACES`.
 
-    provider, start_args = launch_plan(target)
-    url = provider.start(**start_args)
+    plan = launch_plan(target)
+    plan.launcher.start(**plan.start_args)
+    url = plan.launcher.wait_for_ready()
 
 A place's module may also have `preflight(target)`, which raises `EnvFailure` when
 the place cannot be used at all (its SDK is not installed): `check_launcher` runs it
 when a taskset is built, before any rollout, and `launch_plan` before each launch.
 
-Imports the places' modules only when a target asks for one (`PROVIDERS`), and
-`EnvTarget` only for its type: `target` imports this, never the other way round.
+Imports the places' modules only when a target asks for one (`PLACES`, by name), and
+`EnvTarget` only for its type: `target` imports this, never the other way round; the
+places import it for `LaunchPlan` and `run_here`.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeVar,
+    get_args,
+    runtime_checkable,
+)
 
 from openenv_v1.core.errors import EnvFailure, describe
 
 if TYPE_CHECKING:
+    from openenv_v1.core.launch.env_project import AppChoice
     from openenv_v1.core.launch.env_target import EnvTarget
+
+_T = TypeVar("_T")
 
 ProviderName = Literal[
     "uv", "docker", "swarm", "daytona", "modal", "aca", "hf_sandbox", "novita"
@@ -39,8 +54,50 @@ sandbox of OpenEnv's providers: `daytona`, `modal`, `aca` (Azure Container Apps)
 `hf_sandbox` (Hugging Face sandboxes), `novita`."""
 
 
+@runtime_checkable
+class Launcher(Protocol):
+    """One env server at one place, as `ServerPool` and `open_env` drive it.
+
+    `start` forks or creates the server and returns its URL; `wait_for_ready`
+    blocks until it answers and returns the URL it answers at (raising `EnvFailure`,
+    naming the cause, when it cannot); `running` never blocks (the pool asks under
+    its lock); `stop` is idempotent, ends what `start` made (a start still under way
+    ends its own), and no start follows it."""
+
+    app_choice: AppChoice | None
+    """The app it serves and why, when the launcher chose one (UV); None when the
+    image runs its own command."""
+    run_on_owner: Callable[[Callable[[], Any]], Any]
+    """Runs a callable on the thread the server must die with (a relaunch)."""
+
+    def start(self, **start_args: Any) -> str: ...
+
+    def wait_for_ready(self) -> str: ...
+
+    def running(self) -> bool: ...
+
+    def stop(self, grace_s: float = ...) -> None: ...
+
+
 @dataclass(frozen=True)
-class Launcher:
+class LaunchPlan:
+    """A launch to make: the launcher, the keyword arguments of its `start()`, and
+    how many servers a `ServerPool` launches from the start (a Swarm service's tasks
+    in host mode, each a server)."""
+
+    launcher: Launcher
+    start_args: Mapping[str, Any] = field(default_factory=dict)
+    servers_at_start: int = 1
+
+
+def run_here(fn: Callable[[], _T]) -> _T:
+    """A launcher's `run_on_owner` until its owner sets one: run `fn` on this
+    thread."""
+    return fn()
+
+
+@dataclass(frozen=True)
+class Place:
     """A place env servers run: its module, the module's plan function, and its name
     in messages."""
 
@@ -50,21 +107,21 @@ class Launcher:
 
 
 _CLOUD = "openenv_v1.core.launch.cloud"
-PROVIDERS: dict[str, Launcher] = {
-    "uv": Launcher("openenv_v1.core.launch.uv", "uv_launch_plan", "the UV provider"),
-    "docker": Launcher(
+PLACES: dict[str, Place] = {
+    "uv": Place("openenv_v1.core.launch.uv", "uv_launch_plan", "the UV provider"),
+    "docker": Place(
         "openenv_v1.core.launch.docker.container", "docker_launch_plan", "Docker"
     ),
-    "swarm": Launcher(
+    "swarm": Place(
         "openenv_v1.core.launch.swarm.replica", "swarm_launch_plan", "Swarm"
     ),
-    "daytona": Launcher(_CLOUD, "cloud_launch_plan", "Daytona"),
-    "modal": Launcher(_CLOUD, "cloud_launch_plan", "Modal"),
-    "aca": Launcher(_CLOUD, "cloud_launch_plan", "Azure Container Apps"),
-    "hf_sandbox": Launcher(_CLOUD, "cloud_launch_plan", "HF sandboxes"),
-    "novita": Launcher(_CLOUD, "cloud_launch_plan", "Novita"),
+    "daytona": Place(_CLOUD, "cloud_launch_plan", "Daytona"),
+    "modal": Place(_CLOUD, "cloud_launch_plan", "Modal"),
+    "aca": Place(_CLOUD, "cloud_launch_plan", "Azure Container Apps"),
+    "hf_sandbox": Place(_CLOUD, "cloud_launch_plan", "HF sandboxes"),
+    "novita": Place(_CLOUD, "cloud_launch_plan", "Novita"),
 }
-assert set(PROVIDERS) == set(get_args(ProviderName))
+assert set(PLACES) == set(get_args(ProviderName))
 
 
 def settle_use_docker(
@@ -98,28 +155,28 @@ def settle_use_docker(
 
 def launcher_label(name: str) -> str:
     """The launcher `name` as messages name it ("Docker", "Modal", ...)."""
-    launcher = PROVIDERS.get(name)
-    return launcher.label if launcher else repr(name)
+    place = PLACES.get(name)
+    return place.label if place else repr(name)
 
 
-def _launcher_module(target: EnvTarget) -> tuple[Launcher, Any]:
+def _place_module(target: EnvTarget) -> tuple[Place, Any]:
     name = target.launcher
-    launcher = PROVIDERS.get(name)
-    if launcher is None:
+    place = PLACES.get(name)
+    if place is None:
         raise EnvFailure(
             f"unknown provider {name!r}: set provider to one of "
-            f"{', '.join(PROVIDERS)} (or leave it unset for UV)"
+            f"{', '.join(PLACES)} (or leave it unset for UV)"
         )
     try:
-        module = importlib.import_module(launcher.module)
+        module = importlib.import_module(place.module)
     except ModuleNotFoundError as e:
-        if e.name != launcher.module:
+        if e.name != place.module:
             raise
         raise EnvFailure(
             f"provider {name!r} is not available in this openenv-v1 (no module "
-            f"{launcher.module}): upgrade openenv-v1, or pick another provider"
+            f"{place.module}): upgrade openenv-v1, or pick another provider"
         ) from None
-    return launcher, module
+    return place, module
 
 
 def check_launcher(target: EnvTarget) -> None:
@@ -128,21 +185,21 @@ def check_launcher(target: EnvTarget) -> None:
     target."""
     if target.base_url:
         return
-    _, module = _launcher_module(target)
+    _, module = _place_module(target)
     preflight = getattr(module, "preflight", None)
     if preflight is not None:
         preflight(target)
 
 
-def launch_plan(target: EnvTarget) -> tuple[Any, dict[str, Any]]:
-    """The launcher for `target` (`target.launcher`: `provider`, else Docker with
-    `use_docker`, else UV) and the keyword arguments of its `start()`. Raises
-    `EnvFailure` for bad options or a launcher that cannot be used."""
-    launcher, module = _launcher_module(target)
+def launch_plan(target: EnvTarget) -> LaunchPlan:
+    """The launch of `target` at its place (`target.launcher`: `provider`, else
+    Docker with `use_docker`, else UV). Raises `EnvFailure` for bad options or a
+    place that cannot be used."""
+    place, module = _place_module(target)
     preflight = getattr(module, "preflight", None)
     if preflight is not None:
         preflight(target)
-    return getattr(module, launcher.plan)(target)
+    return getattr(module, place.plan)(target)
 
 
 def launch_failure(target: EnvTarget, exc: Exception) -> EnvFailure:

@@ -50,7 +50,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -59,7 +59,12 @@ import anyio
 from openenv_v1.core.errors import EnvFailure, redact
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
-from openenv_v1.core.launch.plan import launch_failure, launch_plan
+from openenv_v1.core.launch.plan import (
+    Launcher,
+    LaunchPlan,
+    launch_failure,
+    launch_plan,
+)
 from openenv_v1.core.launch.pool_servers import (
     Lease,
     LeaseWait,
@@ -137,9 +142,9 @@ class ServerPool:
                 return
             self._started = True
             first = self._launch_locked()
-            # A launcher may run several servers from the start (a Swarm service's
+            # A plan may run several servers from the start (a Swarm service's
             # tasks in host mode): each is a server of the pool.
-            for _ in range(getattr(first, "servers_at_start", 1) - 1):
+            for _ in range(first.servers_at_start - 1):
                 if self._max_servers is not None:
                     if len(self._servers) >= self._max_servers:
                         break
@@ -363,25 +368,25 @@ class ServerPool:
             with contextlib.suppress(RuntimeError):  # that loop is closed
                 loop.call_soon_threadsafe(_complete, changed)
 
-    def _launch_locked(self) -> Any:
-        """Launch one more server in the background; returns its provider."""
-        provider, start_args = launch_plan(self._target)
-        provider.run_on_owner = self._on_owner
-        server = PooledServer(provider, capacity=self._sessions_per_server)
+    def _launch_locked(self) -> LaunchPlan:
+        """Launch one more server in the background; returns its plan."""
+        plan = launch_plan(self._target)
+        plan.launcher.run_on_owner = self._on_owner
+        server = PooledServer(plan.launcher, capacity=self._sessions_per_server)
         self._servers.append(server)
         threading.Thread(
             target=self._bring_up,
-            args=(server, start_args),
+            args=(server, plan.start_args),
             name="openenv-v1-ready",
             daemon=True,
         ).start()
-        return provider
+        return plan
 
-    def _bring_up(self, server: PooledServer, start_args: dict[str, Any]) -> None:
+    def _bring_up(self, server: PooledServer, start_args: Mapping[str, Any]) -> None:
         """Fork the server from the owner thread, then wait for `/health` here."""
         try:
-            url = self._on_owner(lambda: server.provider.start(**start_args))
-            url = server.provider.wait_for_ready() or url
+            self._on_owner(lambda: server.provider.start(**start_args))
+            url = server.provider.wait_for_ready()
         except Exception as e:
             with contextlib.suppress(Exception):
                 server.provider.stop()
@@ -511,6 +516,6 @@ def _complete(changed: asyncio.Future) -> None:
         changed.set_result(None)
 
 
-def _kill_quietly(provider: Any) -> None:
+def _kill_quietly(provider: Launcher) -> None:
     with contextlib.suppress(Exception):
         provider.stop(grace_s=0.0)

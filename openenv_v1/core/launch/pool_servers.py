@@ -7,7 +7,7 @@ these under its own lock; nothing here locks. Beside it, what the pool reads abo
 the host and a server: available memory (`available_memory`), a server's process
 group's memory (`group_rss`), one `/health` probe (`answers_health`).
 
-Imports nothing of the package.
+Imports nothing of the package (`plan.Launcher` for its type only).
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.plan import Launcher
 
 PROBE_WINDOW = 16
 """Sessions on trial at once on a server whose session limit is not yet known."""
@@ -26,7 +29,7 @@ PROBE_WINDOW = 16
 
 @dataclass(eq=False)
 class PooledServer:
-    provider: Any
+    provider: Launcher
     url: str | None = None
     ready: bool = False
     capacity: int | None = None
@@ -84,7 +87,7 @@ def available_memory() -> int | None:
     return None
 
 
-def group_rss(provider: Any) -> int:
+def group_rss(provider: Launcher) -> int:
     """Resident memory of a server's process group (it is its own session leader),
     in bytes; 0 when unknown."""
     pid = getattr(provider, "pid", None)

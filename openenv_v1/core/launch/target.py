@@ -30,7 +30,12 @@ import anyio
 from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.leases import PoolClient, PoolLeases
-from openenv_v1.core.launch.plan import launch_failure, launch_plan, launcher_label
+from openenv_v1.core.launch.plan import (
+    Launcher,
+    launch_failure,
+    launch_plan,
+    launcher_label,
+)
 from openenv_v1.core.light_import import generic_client_class
 
 logger = logging.getLogger(__name__)
@@ -45,7 +50,7 @@ async def open_env(
     target: EnvTarget,
     stack: contextlib.AsyncExitStack,
     *,
-    on_launch: Callable[[Any], None] | None = None,
+    on_launch: Callable[[Launcher], None] | None = None,
 ) -> Any:
     """A connected `GenericEnvClient` for `target`, closed (and its server stopped or
     handed back) by `stack`. Raises `EnvFailure` naming the cause when it cannot be
@@ -80,16 +85,17 @@ async def _connect(
 async def _open_uv(
     target: EnvTarget,
     stack: contextlib.AsyncExitStack,
-    on_launch: Callable[[Any], None] | None,
+    on_launch: Callable[[Launcher], None] | None,
 ) -> Any:
     """Launch a server for this episode alone. `start()` runs on the calling thread,
     which the server's parent-death signal is tied to, and so does the relaunch of a
     next app candidate; readiness is awaited off the event loop."""
-    provider, start_args = launch_plan(target)  # `uv.uv_launch_plan`
+    plan = launch_plan(target)  # `uv.uv_launch_plan`
+    provider = plan.launcher
     provider.run_on_owner = anyio.from_thread.run_sync
     stack.callback(provider.stop)
     try:
-        provider.start(**start_args)
+        provider.start(**plan.start_args)
         # Abandoned on cancellation: the stack's `stop` then ends the server, and
         # with it the wait.
         url = await anyio.to_thread.run_sync(
@@ -107,7 +113,7 @@ async def _open_uv(
 async def _open_launched(
     target: EnvTarget,
     stack: contextlib.AsyncExitStack,
-    on_launch: Callable[[Any], None] | None,
+    on_launch: Callable[[Launcher], None] | None,
 ) -> Any:
     """Run a server for this episode alone with the launcher `target.launcher` names
     (`plan.launch_plan`: Docker's container, a Swarm service, a cloud sandbox).
@@ -117,18 +123,19 @@ async def _open_launched(
     it returns). A failure names the launcher, with secret values redacted.
     `on_launch` gets the launcher once its server is ready (`check` reports it)."""
     try:
-        provider, start_args = launch_plan(target)
+        plan = launch_plan(target)
     except Exception as e:
         raise _redacted_failure(target, e) from None
+    provider = plan.launcher
     stack.push_async_callback(anyio.to_thread.run_sync, provider.stop)
     try:
-        url = await anyio.to_thread.run_sync(
-            functools.partial(provider.start, **start_args), abandon_on_cancel=True
+        await anyio.to_thread.run_sync(
+            functools.partial(provider.start, **plan.start_args),
+            abandon_on_cancel=True,
         )
-        ready = await anyio.to_thread.run_sync(
+        url = await anyio.to_thread.run_sync(
             provider.wait_for_ready, abandon_on_cancel=True
         )
-        url = ready or url
     except Exception as e:
         raise _redacted_failure(target, e) from None
     if on_launch is not None:

@@ -30,7 +30,7 @@ rollouts run into:
   (`web_ui`): OpenEnv imports it only for its optional web interface, and that import
   is about half of a server's start.
 
-`uv_launch_plan(target)` is the UV place's plan (`plan.PROVIDERS`). The prepared
+`uv_launch_plan(target)` is the UV place's plan (`plan.PLACES`). The prepared
 environment is `uv_prepared`'s, the reading of a crashed server's output
 `uv_diagnosis`'s.
 """
@@ -48,12 +48,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import httpx
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject
+from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.process_group import die_with_owner, signal_group
 from openenv_v1.core.launch.server_env import server_environ
 from openenv_v1.core.launch.uv_diagnosis import (
@@ -94,7 +95,6 @@ _PORT_MOVES = 5
 _IMPORTS_GRADIO: set[str] = set()
 # Holds a `gradio` package that refuses to import (see no_gradio/gradio/__init__.py).
 NO_GRADIO_DIR = str(Path(__file__).parents[1] / "no_gradio")
-_T = TypeVar("_T")
 
 
 def uv_bin_dir() -> str | None:
@@ -136,7 +136,7 @@ class SupervisedUVProvider(UVProvider):
     ) -> None:
         ensure_uv_on_path()
         self.web_ui = web_ui
-        self.run_on_owner = run_on_owner or _call
+        self.run_on_owner = run_on_owner or run_here
         self._user_app = app
         try:
             super().__init__(project_path=project_path, app=app or "", **kwargs)
@@ -430,9 +430,9 @@ class SupervisedUVProvider(UVProvider):
             self._log = None
 
 
-def uv_launch_plan(target: EnvTarget) -> tuple[SupervisedUVProvider, dict[str, Any]]:
-    """The `SupervisedUVProvider` for `target` and the keyword arguments of its
-    `start()`. Raises `EnvFailure` for a bad `project_path` or provider option."""
+def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
+    """The launch of a `SupervisedUVProvider` for `target`. Raises `EnvFailure` for
+    a bad `project_path` or provider option."""
     assert target.env is not None
     kwargs = dict(target.provider_kwargs)
     start_args = {k: kwargs.pop(k) for k in _START_KEYS if k in kwargs}
@@ -455,11 +455,7 @@ def uv_launch_plan(target: EnvTarget) -> tuple[SupervisedUVProvider, dict[str, A
         raise EnvFailure(
             f"unsupported UV provider option in task.user.provider_kwargs: {e}"
         ) from e
-    return provider, start_args
-
-
-def _call(fn: Callable[[], _T]) -> _T:
-    return fn()
+    return LaunchPlan(provider, start_args)
 
 
 def _truthy(value: str | None) -> bool:

@@ -28,9 +28,9 @@ stop it) and:
 It has the provider face `ServerPool` drives (`start() -> url`, `wait_for_ready()`,
 `running()`, `stop()`), so shared containers are pooled like UV servers:
 
-    provider, start_args = docker_launch_plan(EnvTarget(env="org/maze", use_docker=True,
-        provider_kwargs={"project_path": "envs/maze_env"}))
-    url = provider.start(**start_args); provider.wait_for_ready(); ...; provider.stop()
+    launch = docker_launch_plan(EnvTarget(env="org/maze", use_docker=True,
+        provider_kwargs={"project_path": "envs/maze_env"})).launcher
+    launch.start(); url = launch.wait_for_ready(); ...; launch.stop()
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from openenv_v1.core.launch.docker.options import (
 )
 from openenv_v1.core.launch.docker.prune import prune_env_images
 from openenv_v1.core.launch.docker.reaper import owner_labels
+from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.light_import import without_gradio
 
 with without_gradio():
@@ -113,7 +114,7 @@ class DockerLaunch(LocalDockerProvider):
         """The user the container runs as (`--user`), or None for the image's own."""
         self._auto_user = False
         self.app_choice = None  # the image runs its own command
-        self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
+        self.run_on_owner: Callable[[Callable[[], Any]], Any] = run_here
         self._base_url: str | None = None
         self._image_name: str | None = None
         self._lock = threading.Lock()
@@ -463,8 +464,8 @@ class DockerLaunch(LocalDockerProvider):
         self.stop()
 
 
-def docker_launch_plan(target: EnvTarget) -> tuple[DockerLaunch, dict[str, Any]]:
-    """The `DockerLaunch` for `target` and the keyword arguments of its `start()`."""
+def docker_launch_plan(target: EnvTarget) -> LaunchPlan:
+    """The launch of a `DockerLaunch` for `target`."""
     assert target.env is not None
     provider = DockerLaunch(
         env=target.env,
@@ -472,7 +473,7 @@ def docker_launch_plan(target: EnvTarget) -> tuple[DockerLaunch, dict[str, Any]]
         launch_timeout_s=target.launch_timeout_s,
         secret_env=target.secret_env,
     )
-    return provider, {}
+    return LaunchPlan(provider)
 
 
 class _ExitedEarly(Exception):
@@ -481,7 +482,3 @@ class _ExitedEarly(Exception):
 
 def _network_gone(stderr: str) -> bool:
     return "network" in stderr and "not found" in stderr
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    return fn()

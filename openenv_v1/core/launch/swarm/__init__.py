@@ -30,15 +30,15 @@ returns, one per launch) is one task of the process's service for that target. T
 first creates the service with `replicas` tasks; the next ones claim the other tasks;
 one launched while every task is claimed scales the service up by one. In host mode
 each replica is its own server at its own port, and a `ServerPool` launches
-`replicas` of them at start (`servers_at_start`), so sessions spread over the tasks
+`replicas` of them at start (the plan's `servers_at_start`), so sessions spread over the tasks
 by the pool's least-busy choice and a task at its session limit is handled as any
 shared server is. In ingress mode there is one address: the pool starts one server
 there, and each further one adds a task behind the same address. The last replica
 stopped removes the service and its network.
 
-    provider, start_args = replica.swarm_launch_plan(EnvTarget(env="org/maze", provider="swarm",
-        provider_kwargs={"project_path": "envs/maze_env", "publish": "host"}))
-    url = provider.start(**start_args); provider.wait_for_ready(); ...; provider.stop()
+    replica = swarm_launch_plan(EnvTarget(env="org/maze", provider="swarm",
+        provider_kwargs={"project_path": "envs/maze_env", "publish": "host"})).launcher
+    replica.start(); url = replica.wait_for_ready(); ...; replica.stop()
 
     options.py  SwarmOptions: the Swarm keys of provider_kwargs, and the limits
                 they put on `docker service create`

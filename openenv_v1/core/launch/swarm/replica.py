@@ -1,6 +1,6 @@
 """The servers a `ServerPool` sees of a Swarm service: one `SwarmReplica` per task.
 
-`swarm_launch_plan(target)` (the Swarm place's plan, `plan.PROVIDERS`) returns a
+`swarm_launch_plan(target)` (the Swarm place's plan, `plan.PLACES`) returns a
 `SwarmReplica` of this process's service for that target (its image, options and
 server environment), created by the first replica to start. The first creates the
 service with `replicas` tasks; the next ones claim the other tasks; one launched
@@ -28,6 +28,7 @@ import httpx
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli
 from openenv_v1.core.launch.docker.gateway import Gateway
+from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.swarm.options import swarm_options
 from openenv_v1.core.launch.swarm.service import SwarmService
 from openenv_v1.core.launch.swarm.tasks import ENDED, live
@@ -45,11 +46,7 @@ class SwarmReplica:
         self.service = service
         self._key = key
         self.app_choice = None  # the image runs its own command
-        self.run_on_owner: Callable[[Callable[[], Any]], Any] = _call
-        self.servers_at_start = (
-            service.options.replicas if service.options.publish != "ingress" else 1
-        )
-        """Servers a `ServerPool` launches at once: every task, but in ingress mode."""
+        self.run_on_owner: Callable[[Callable[[], Any]], Any] = run_here
         self.start_seconds: float | None = None
         self.task_id: str | None = None
         self.gateway: Gateway | None = None
@@ -95,9 +92,9 @@ class SwarmReplica:
 
     def wait_for_ready(
         self, base_url: str | None = None, timeout_s: float | None = None
-    ) -> None:
-        """Poll `/health` until 200; a task that fails or ends first fails at once
-        with Swarm's error and its log tail."""
+    ) -> str:
+        """Poll `/health` until 200, and return the URL it answered at; a task that
+        fails or ends first fails at once with Swarm's error and its log tail."""
         url = base_url or self._url
         timeout_s = self.service.launch_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
@@ -109,7 +106,7 @@ class SwarmReplica:
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get(f"{url}/health").status_code == 200:
                         self.start_seconds = time.monotonic() - self._started_at
-                        return
+                        return url
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + 1.0
                     task = self.service.task(self.task_id, max_age=0.0)
@@ -155,9 +152,10 @@ _services: dict[str, SwarmService] = {}
 """This process's services, by what they run (env, options, server environment)."""
 
 
-def swarm_launch_plan(target: EnvTarget) -> tuple[SwarmReplica, dict[str, Any]]:
-    """A `SwarmReplica` of this process's service for `target` (created by the first
-    replica to start) and the keyword arguments of its `start()`."""
+def swarm_launch_plan(target: EnvTarget) -> LaunchPlan:
+    """The launch of a `SwarmReplica` of this process's service for `target`
+    (created by the first replica to start); a pool launches every task at start,
+    but in ingress mode (one address)."""
     assert target.env is not None
     options = swarm_options(target)
     digest = hashlib.sha256()
@@ -180,14 +178,11 @@ def swarm_launch_plan(target: EnvTarget) -> tuple[SwarmReplica, dict[str, Any]]:
                 secret_env=target.secret_env,
             )
             _services[key] = service
-    return SwarmReplica(service, key), {}
+    at_start = options.replicas if options.publish != "ingress" else 1
+    return LaunchPlan(SwarmReplica(service, key), servers_at_start=at_start)
 
 
 def _forget(key: str, service: SwarmService) -> None:
     with _services_lock:
         if _services.get(key) is service:
             del _services[key]
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    return fn()
