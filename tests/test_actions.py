@@ -298,6 +298,57 @@ def test_values_pydantic_would_refuse_are_refused(reply):
         parse_action(reply, COLUMN)
 
 
+UNIONS = ActionSpec(
+    schema={
+        "type": "object",
+        "properties": {
+            "move": {
+                "anyOf": [
+                    {"$ref": "#/$defs/Jump"},
+                    {
+                        "type": "object",
+                        "properties": {"steps": {"type": "integer"}},
+                        "required": ["steps"],
+                    },
+                ]
+            },
+            "level": {"anyOf": [{"enum": ["easy", "hard"]}, {"type": "integer"}]},
+            "tries": {"allOf": [{"type": "integer"}, {"minimum": 1}]},
+            "pair": {"type": "array", "prefixItems": [{"type": "number"}]},
+        },
+        "$defs": {
+            "Jump": {
+                "type": "object",
+                "properties": {"height": {"type": "integer"}},
+                "required": ["height"],
+            },
+        },
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        # The branch the object fits, through a `$ref` or not, converts its fields.
+        ('{"move": {"height": "2"}}', {"move": {"height": 2}}),
+        ('{"move": {"steps": "3"}}', {"move": {"steps": 3}}),
+        # A branch without a type does not stop a later one converting.
+        ('{"level": "3"}', {"level": 3}),
+        ('{"level": "easy"}', {"level": "easy"}),
+        ('{"tries": "2", "pair": ["0.5"]}', {"tries": 2, "pair": [0.5]}),
+    ],
+)
+def test_values_are_converted_wherever_the_schema_puts_them(reply, action):
+    assert parse_action(reply, UNIONS) == action
+
+
+def test_a_converted_call_leaves_the_callers_arguments_as_they_were():
+    arguments = {"n": "2"}
+    assert call_to_action("add", arguments, COUNTER)["arguments"] == {"n": 2}
+    assert arguments == {"n": "2"}
+
+
 def test_two_objects_are_never_merged():
     # Neither half is the action alone: refused, not joined into one.
     with pytest.raises(InvalidAction):

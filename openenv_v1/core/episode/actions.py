@@ -19,10 +19,11 @@ rule, in order (docs/replies.md):
    then checked as the action). Otherwise the last object is checked as the action,
    and a reply without any is refused.
 
-Checking first coerces values as the env's pydantic model would in lax mode
-(`"3"` for an integer, `"true"` for a boolean: `pydantic.TypeAdapter`), then
-validates against the live JSON schema (and a tool's input schema). The validator
-resolves only references inside the schema (`schema_check.NO_REMOTE`, an empty
+Checking validates against the live JSON schema (and a tool's input schema); a
+scalar the validator finds of the wrong type is first converted as the env's
+pydantic model would in lax mode (`"3"` for an integer, `"true"` for a boolean:
+`pydantic.TypeAdapter`), and the action checked again. The validator walks the
+schema and resolves only references inside it (`schema_check.NO_REMOTE`, an empty
 `referencing.Registry`): a remote `$ref` is an error, never a fetch.
 
 With native tool calling the model's call arrives structured (`call_to_action`), or
@@ -35,11 +36,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from pydantic import TypeAdapter, ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticError
 from referencing.exceptions import Unresolvable
 
 from openenv_v1.core.episode.replies import (
@@ -197,19 +200,21 @@ def _validator(schema: dict[str, Any]) -> Draft202012Validator:
 
 
 def _checked(instance: Any, schema: dict[str, Any], what: str) -> Any:
-    """The instance, lax-coerced (`coerce`), when it is valid; else `InvalidAction`
-    naming every problem."""
-    instance = coerce(instance, schema)
+    """The instance, lax-coerced where the schema check finds a scalar of the wrong
+    type (`_coerced`), when it is valid; else `InvalidAction` naming every problem."""
     validator = _validator(schema)
     try:
         if validator.is_valid(instance):
             return instance
+        instance = _coerced(instance, validator.iter_errors(instance))
         problems = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
     except (Unresolvable, SchemaError, RecursionError, re.error) as e:
         raise InvalidAction(
             f"the env's {what} schema cannot be checked ({_short(e)}); this is a "
             "fault of the env server, not of the reply"
         ) from None
+    if not problems:
+        return instance
     raise InvalidAction(
         f"the {what} is invalid: " + "; ".join(_explain(p) for p in problems)
     )
@@ -220,66 +225,57 @@ _LAX: dict[str, TypeAdapter[Any]] = {
     "number": TypeAdapter(float),
     "boolean": TypeAdapter(bool),
 }
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "string": (str,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
 
 
-def _is_type(value: Any, kind: str) -> bool:
-    if kind in ("integer", "number") and isinstance(value, bool):
-        return False
-    if kind == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _JSON_TYPES.get(kind, object))
+def _coerced(instance: Any, errors: Iterable[ValidationError]) -> Any:
+    """`instance` with each scalar the validator found of the wrong type converted
+    the way pydantic's lax mode would (`"3"` -> 3, `"true"` -> True), where that
+    succeeds and gives a finite number; everything else is left as it is for the
+    check to judge. The validator does the walk (`properties`, `items`, `$ref`s,
+    ...); a changed value is a copy, the caller's instance is never modified."""
+    for path, value in _conversions(errors):
+        instance = _replaced(instance, list(path), value)
+    return instance
 
 
-def coerce(value: Any, schema: Any, root: Any = None, depth: int = 0) -> Any:
-    """`value` with each scalar that does not have its schema's type converted the
-    way pydantic's lax mode would (`"3"` -> 3, `"true"` -> True, `3.0` -> 3), where
-    that succeeds and gives a finite number; everything else is left as it is for
-    the schema check to judge. Follows `properties`, `additionalProperties`,
-    `items`, local `$ref`s and `anyOf` / `oneOf` branches."""
-    root = schema if root is None else root
-    if not isinstance(schema, dict) or depth > 32:
-        return value
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        target = _local_ref(root, ref)
-        if target is not None:
-            value = coerce(value, target, root, depth + 1)
-    for key in ("anyOf", "oneOf"):
-        branches = schema.get(key)
-        if isinstance(branches, list):
-            value = _coerce_union(value, branches, root, depth)
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    if isinstance(kinds, list) and not any(_is_type(value, k) for k in kinds):
-        for kind in kinds:
-            converted = _lax(value, kind)
-            if converted is not _FAILED:
-                value = converted
-                break
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        properties = properties if isinstance(properties, dict) else {}
-        extra = schema.get("additionalProperties")
-        extra = extra if isinstance(extra, dict) else None
-        if properties or extra:
-            value = {
-                k: coerce(v, properties[k], root, depth + 1)
-                if k in properties
-                else (v if extra is None else coerce(v, extra, root, depth + 1))
-                for k, v in value.items()
-            }
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        value = [coerce(v, schema["items"], root, depth + 1) for v in value]
-    return value
+def _conversions(
+    errors: Iterable[ValidationError],
+) -> Iterator[tuple[Sequence[Any], Any]]:
+    """(where, converted value) for each `type` error that converts. A union
+    (`anyOf` / `oneOf`) is converted within one branch: the first that converts,
+    those whose own type the value has first (pydantic's smart mode prefers exact
+    matches)."""
+    for error in errors:
+        if error.validator == "type":
+            kinds = error.validator_value
+            for kind in [kinds] if isinstance(kinds, str) else kinds:
+                converted = _lax(error.instance, kind)
+                if converted is not _FAILED:
+                    yield error.absolute_path, converted
+                    break
+        elif error.validator in ("anyOf", "oneOf"):
+            branches: dict[Any, list[ValidationError]] = {}
+            for sub in error.context or ():
+                branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+            for branch in sorted(branches.values(), key=_lacks_own_type):
+                if found := list(_conversions(branch)):
+                    yield from found
+                    break
+
+
+def _lacks_own_type(errors: list[ValidationError]) -> bool:
+    """Whether a union branch's errors say the value itself is not of its type."""
+    return any(e.validator == "type" and not e.relative_path for e in errors)
+
+
+def _replaced(value: Any, path: list[Any], new: Any) -> Any:
+    """`value` with the item at `path` replaced by `new`, the containers on the way
+    copied."""
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
 
 
 _FAILED = object()
@@ -291,44 +287,11 @@ def _lax(value: Any, kind: str) -> Any:
         return _FAILED
     try:
         converted = adapter.validate_python(value)
-    except ValidationError:
+    except PydanticError:
         return _FAILED
     if isinstance(converted, float) and not math.isfinite(converted):
         return _FAILED
     return converted
-
-
-def _coerce_union(value: Any, branches: list[Any], root: Any, depth: int) -> Any:
-    """A union leaves a value that fits a branch's type alone; else the first
-    branch that converts it wins (pydantic's smart mode prefers exact matches)."""
-
-    def kinds(branch: Any) -> list[str]:
-        target = branch
-        if isinstance(branch, dict) and isinstance(branch.get("$ref"), str):
-            target = _local_ref(root, branch["$ref"]) or {}
-        kind = target.get("type") if isinstance(target, dict) else None
-        return [kind] if isinstance(kind, str) else list(kind or [])
-
-    if any(_is_type(value, k) for b in branches for k in kinds(b)):
-        matching = [b for b in branches if any(_is_type(value, k) for k in kinds(b))]
-        return coerce(value, matching[0], root, depth + 1)
-    for branch in branches:
-        converted = coerce(value, branch, root, depth + 1)
-        if converted is not value and converted != value:
-            return converted
-    return value
-
-
-def _local_ref(root: Any, ref: str) -> Any:
-    if not ref.startswith("#/"):
-        return None
-    node = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _explain(error: Any) -> str:
@@ -351,7 +314,6 @@ def _explain(error: Any) -> str:
 __all__ = [
     "InvalidAction",
     "call_to_action",
-    "coerce",
     "parse_action",
     "text_tool_call",
 ]
