@@ -42,19 +42,21 @@ def render_action_format(spec: ActionSpec) -> str:
         return "\n".join([_CALL_FORMAT, "Tools:", *_tool_lines(spec), *example_line])
     if spec.raw_field:
         return _raw_format(spec)
-    schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
-    props = {
-        k: v for k, v in (schema.get("properties") or {}).items() if k in spec.fields
-    }
-    schema["properties"] = props
     return "\n".join(
         [
             "Reply with one action: a JSON object matching this schema.",
             *_about_line(spec),
-            f"Action schema: {compact(schema)}",
+            f"Action schema: {_shown_schema(spec)}",
             *example_line,
         ]
     )
+
+
+def _shown_schema(spec: ActionSpec) -> str:
+    """The action's schema as the model is shown it: no title or docstring (shown
+    apart), no hidden fields."""
+    schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
+    return compact({**schema, "properties": dict(spec.fields)})
 
 
 def _about_line(spec: ActionSpec) -> list[str]:
@@ -73,12 +75,10 @@ def _raw_format(spec: ActionSpec) -> str:
     what = f" ({description.rstrip('.')})" if description else ""
     lines = [f"Reply with the {name} itself as plain text{what}.", *_about_line(spec)]
     others = [f for f in spec.fields if f != name]
-    schema = {k: v for k, v in spec.schema.items() if k not in ("title", "description")}
-    schema["properties"] = dict(spec.fields)
     if others:
         lines.append(
             f"To also set {', '.join(others)}, reply with a JSON object instead: "
-            f"{compact(schema)}"
+            f"{_shown_schema(spec)}"
         )
     return "\n".join(lines)
 
@@ -155,8 +155,7 @@ def render_feedback_format(spec: ActionSpec) -> str:
 
 def render_invalid(problem: str, spec: ActionSpec, left: int) -> str:
     return (
-        f"Invalid action: {problem}. The environment was not stepped. "
-        f"{left} more invalid action{'s' if left != 1 else ''} in a row will end the episode.\n"
+        f"Invalid action: {problem}. The environment was not stepped. {_more(left)}\n"
         f"{render_feedback_format(spec)}"
     )
 

@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import (
@@ -218,18 +218,14 @@ class EnvEpisode:
     async def act(self, reply: str, finish_reason: str | None = None) -> Turn:
         """Apply one model reply written as text and return the next user turn.
         `finish_reason` is the server's, where the verifiers line passes it on."""
-        if self.report.done:
-            return Turn("The episode is over.", failed=True)
-        try:
-            action = parse_action(
+        return await self._play(
+            lambda: parse_action(
                 reply,
                 self.spec,
                 finish_reason=finish_reason,
                 delimiters=self.limits.reasoning_delimiters,
             )
-        except InvalidAction as e:
-            return self._invalid(str(e))
-        return await self._apply(action)
+        )
 
     async def reply_without_call(
         self, reply: str, finish_reason: str | None = None
@@ -254,10 +250,14 @@ class EnvEpisode:
     async def call(self, tool: str, arguments: Any) -> Turn:
         """Apply one native tool call (a tool of `spec.model_tools()` and its parsed
         arguments) and return the tool's result as a turn."""
+        return await self._play(lambda: call_to_action(tool, arguments, self.spec))
+
+    async def _play(self, read_action: Callable[[], dict[str, Any]]) -> Turn:
+        """Step the action `read_action` reads (an invalid one is not stepped)."""
         if self.report.done:
             return Turn("The episode is over.", failed=True)
         try:
-            action = call_to_action(tool, arguments, self.spec)
+            action = read_action()
         except InvalidAction as e:
             return self._invalid(str(e))
         return await self._apply(action)

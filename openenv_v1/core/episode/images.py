@@ -91,20 +91,22 @@ class FoundImage:
 
     def _file(self) -> tuple[bytes, str]:
         if self._encoded is None:
+            from PIL import Image
+
             assert self._pixels is not None
-            self._encoded = (
-                encode_png(self._pixels, self.width, self.height, self.channels),
-                "image/png",
-            )
+            size = (self.width, self.height)
+            pixels = Image.frombytes(_MODES[self.channels], size, self._pixels)
+            self._encoded = (_saved(pixels), "image/png")
         return self._encoded
 
 
-def encode_png(pixels: bytes, width: int, height: int, channels: int) -> bytes:
-    from PIL import Image
-
-    image = Image.frombytes(_MODES[channels], (width, height), pixels)
+def _saved(image: Any, jpeg: bool = False) -> bytes:
+    """A Pillow image's file: PNG, or JPEG (quality 85)."""
     out = io.BytesIO()
-    image.save(out, "PNG", compress_level=PNG_COMPRESS_LEVEL)
+    if jpeg:
+        image.save(out, "JPEG", quality=85)
+    else:
+        image.save(out, "PNG", compress_level=PNG_COMPRESS_LEVEL)
     return out.getvalue()
 
 
@@ -248,9 +250,7 @@ def _from_file(name: str, data: bytes) -> FoundImage | None:
                     name, height, width, channels, (name,), refused=refused
                 )
             if image_format not in _PASSED_ON:
-                out = io.BytesIO()
-                image.save(out, "PNG", compress_level=PNG_COMPRESS_LEVEL)
-                data, mime = out.getvalue(), "image/png"
+                data, mime = _saved(image), "image/png"
             else:
                 mime = _PASSED_ON[image_format]
     except (UnidentifiedImageError, OSError, ValueError):
@@ -275,13 +275,8 @@ def within_bytes(image: FoundImage, max_bytes: int) -> FoundImage | None:
             # File size goes roughly with the pixel count.
             scale = math.sqrt(max_bytes / len(data)) * 0.9
             width, height = max(1, int(width * scale)), max(1, int(height * scale))
-            out = io.BytesIO()
             smaller = picture.resize((width, height), Image.Resampling.LANCZOS)
-            if jpeg:
-                smaller.save(out, "JPEG", quality=85)
-            else:
-                smaller.save(out, "PNG", compress_level=PNG_COMPRESS_LEVEL)
-            data = out.getvalue()
+            data = _saved(smaller, jpeg)
             if len(data) <= max_bytes:
                 mime = "image/jpeg" if jpeg else "image/png"
                 return FoundImage(

@@ -44,6 +44,8 @@ from typing import Any
 
 import json5
 
+from openenv_v1.core.episode.frames import nested_deeper_than
+
 REASONING_DELIMITERS: tuple[tuple[str, str], ...] = (
     ("<think>", "</think>"),  # Qwen3, DeepSeek-R1, QwQ, Phi-4-reasoning, SmolLM3
     ("<thinking>", "</thinking>"),
@@ -210,7 +212,7 @@ def decode(text: str) -> Any:
             value = _near_json(text)
     if value is _NOTHING:
         return None
-    if _depth(value) > MAX_DEPTH:
+    if nested_deeper_than(value, MAX_DEPTH):
         raise InvalidAction(_TOO_DEEP)
     return value
 
@@ -246,19 +248,6 @@ def _json_like(value: Any) -> bool:
         elif not (item is None or isinstance(item, (str, int, float, bool))):
             return False
     return True
-
-
-def _depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            if level > MAX_DEPTH:
-                return level
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})

@@ -26,7 +26,7 @@ import httpx
 from websockets.exceptions import ConnectionClosed
 
 from openenv_v1.core.episode.mcp_route import DEADLOCK_HINT
-from openenv_v1.core.episode.schema_check import check_schema
+from openenv_v1.core.episode.schema_check import check_schema, resolve_local
 from openenv_v1.core.episode.schema_example import HIDDEN_FIELDS, example_object
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.http_client import async_client
@@ -152,11 +152,10 @@ def is_mcp_action(schema: dict[str, Any]) -> bool:
     mapping = (schema.get("discriminator") or {}).get("mapping") or {}
     if "call_tool" in mapping:
         return True
-    defs = schema.get("$defs") or {}
     for branch in schema.get("oneOf") or schema.get("anyOf") or ():
         ref = branch.get("$ref") if isinstance(branch, dict) else None
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            branch = defs.get(ref.rsplit("/", 1)[-1], {})
+        if isinstance(ref, str):
+            branch = resolve_local(schema, ref)
         if isinstance(branch, dict) and branch.get("title") == "CallToolAction":
             return True
     type_spec = (schema.get("properties") or {}).get("type") or {}

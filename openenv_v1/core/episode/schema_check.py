@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from referencing import Registry
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from openenv_v1.core.episode.frames import nested_deeper_than
 from openenv_v1.core.errors import EnvFailure
@@ -45,12 +46,8 @@ def check_schema(schema: Any, what: str) -> None:
         )
     if nested_deeper_than(schema, MAX_SCHEMA_NESTING):
         raise SchemaProblem(f"{what} is nested deeper than {MAX_SCHEMA_NESTING} levels")
-    anchors: set[str] = set()
     refs: list[tuple[str, str]] = []
     for where, node in _schema_nodes(schema):
-        for key in ("$anchor", "$dynamicAnchor"):
-            if isinstance(node.get(key), str):
-                anchors.add(node[key])
         for key in _REF_KEYS:
             if isinstance(node.get(key), str):
                 refs.append((f"{where}/{key}", node[key]))
@@ -65,7 +62,7 @@ def check_schema(schema: Any, what: str) -> None:
                 f"{what} refers to {ref!r} (at {where}): only local references "
                 "(#/$defs/...) are followed, and nothing is fetched from elsewhere"
             )
-        if not _resolves(schema, ref[1:], anchors):
+        if resolve_local(schema, ref) is None:
             raise SchemaProblem(
                 f"{what} refers to {ref!r} (at {where}), which is not in the schema"
             )
@@ -103,19 +100,16 @@ def _schema_nodes(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def _resolves(schema: dict[str, Any], fragment: str, anchors: set[str]) -> bool:
-    """Whether the fragment of a local `$ref` (the part after `#`) names a part of
-    `schema`: a JSON pointer (`/$defs/Move`) or an anchor name."""
-    fragment = unquote(fragment)
-    if fragment and not fragment.startswith("/"):
-        return fragment in anchors
-    node: Any = schema
-    for part in fragment.split("/")[1:]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
+_SCHEMA_URI = "urn:openenv-v1:schema"
+
+
+def resolve_local(schema: dict[str, Any], ref: str) -> Any:
+    """What a local `$ref` of `schema` (a JSON pointer, `#/$defs/Move`, or an anchor,
+    `#move`) refers to, resolved by `referencing` as the validator resolves it; None
+    when it refers to nothing in the schema. Nothing is fetched (`NO_REMOTE`)."""
+    resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+    resolver = NO_REMOTE.with_resource(_SCHEMA_URI, resource).resolver(_SCHEMA_URI)
+    try:
+        return resolver.lookup(ref).contents
+    except (Unresolvable, AttributeError, TypeError):  # a malformed subschema
+        return None

@@ -13,7 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from openenv_v1.core.episode.schema_check import NO_REMOTE
+from openenv_v1.core.episode.schema_check import NO_REMOTE, resolve_local
 
 HIDDEN_FIELDS = frozenset({"metadata"})
 """Fields OpenEnv adds to every action (`metadata`): never the model's business, so
@@ -21,9 +21,9 @@ left out of examples and of the fields the model is shown."""
 
 
 def example_object(schema: dict[str, Any]) -> dict[str, Any] | None:
-    """An object `schema` accepts, built from it (its `$defs` resolved); None when
-    none is built or what was built does not validate."""
-    example = _example_object(schema, schema.get("$defs") or {})
+    """An object `schema` accepts, built from it (its local `$ref`s resolved); None
+    when none is built or what was built does not validate."""
+    example = _example_object(schema, schema)
     return example if _accepts(schema, example) else None
 
 
@@ -49,7 +49,7 @@ def _accepts(schema: dict[str, Any], example: Any) -> bool:
 
 
 def _example_object(
-    schema: dict[str, Any], defs: dict[str, Any], depth: int = 0
+    schema: dict[str, Any], root: dict[str, Any], depth: int = 0
 ) -> dict[str, Any] | Any:
     """The object's required fields (all of them when it names none), each with an
     example value; `_NONE` when one of them has none."""
@@ -57,7 +57,7 @@ def _example_object(
     required = schema.get("required") or list(props)
     try:
         return {
-            name: _example_value(props[name], defs, depth + 1)
+            name: _example_value(props[name], root, depth + 1)
             for name in required
             if name in props and name not in HIDDEN_FIELDS
         }
@@ -65,14 +65,15 @@ def _example_object(
         return _NONE
 
 
-def _example_value(spec: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> Any:
+def _example_value(spec: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Any:
     """A value `spec` accepts; raises `_NoExample` when none is built."""
     if depth > _MAX_DEPTH or not isinstance(spec, dict):
         raise _NoExample
     ref = spec.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+    if isinstance(ref, str):
+        target = resolve_local(root, ref)
         spec = {
-            **defs.get(ref.rsplit("/", 1)[-1], {}),
+            **(target if isinstance(target, dict) else {}),
             **{k: v for k, v in spec.items() if k != "$ref"},
         }
     if "const" in spec:
@@ -83,22 +84,22 @@ def _example_value(spec: dict[str, Any], defs: dict[str, Any], depth: int = 0) -
         return spec["default"]
     for option in spec.get("anyOf") or spec.get("oneOf") or ():
         if isinstance(option, dict) and option.get("type") != "null":
-            return _example_value(option, defs, depth + 1)
+            return _example_value(option, root, depth + 1)
     if spec.get("allOf"):
         merged: dict[str, Any] = {}
         for part in spec["allOf"]:
             merged.update(part if isinstance(part, dict) else {})
-        return _example_value(merged, defs, depth + 1)
+        return _example_value(merged, root, depth + 1)
     kind = spec.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
     if kind == "object":
-        value = _example_object(spec, defs, depth)
+        value = _example_object(spec, root, depth)
         if value is _NONE:
             raise _NoExample
         return value
     if kind == "array":
-        return _example_array(spec, defs, depth)
+        return _example_array(spec, root, depth)
     if kind in ("integer", "number"):
         return _example_number(spec, kind == "integer")
     if kind == "boolean":
@@ -110,18 +111,18 @@ def _example_value(spec: dict[str, Any], defs: dict[str, Any], depth: int = 0) -
     raise _NoExample
 
 
-def _example_array(spec: dict[str, Any], defs: dict[str, Any], depth: int) -> list[Any]:
+def _example_array(spec: dict[str, Any], root: dict[str, Any], depth: int) -> list[Any]:
     prefix = spec.get("prefixItems") or []
     length = max(int(spec.get("minItems") or 0), len(prefix))
     if "maxItems" in spec and length > int(spec["maxItems"]) or length > _MAX_ITEMS:
         raise _NoExample
-    values = [_example_value(p, defs, depth + 1) for p in prefix[:length]]
+    values = [_example_value(p, root, depth + 1) for p in prefix[:length]]
     items = spec.get("items")
     if len(values) < length:
         if items is False:
             raise _NoExample
         item = items if isinstance(items, dict) else {}
-        values += [_example_value(item, defs, depth + 1)] * (length - len(values))
+        values += [_example_value(item, root, depth + 1)] * (length - len(values))
     return values
 
 

@@ -145,14 +145,13 @@ def _tool_view(observation: dict[str, Any]) -> View:
     result = observation.get("result")
     if _is_envelope(result):
         value, failed = _unwrap(result)
-        if failed:
-            fields["error"] = value
-        elif not (error and value is None):
+        if not failed and not (error and value is None):
             fields[name] = value
     elif not (error and result is None):
         fields[name] = result
-    if error:
-        fields["error"] = _error_text(error)
+    failure = _tool_failure(observation)
+    if failure is not None:
+        fields["error"] = failure
     whole = frozenset(fields)
     for key, value in observation.items():
         if key in _TOOL_KEYS or key in _STEP_KEYS or key == "metadata":
@@ -227,8 +226,10 @@ def _error_text(error: Any) -> str:
 def tool_error(observation: dict[str, Any]) -> str | None:
     """What went wrong in an MCP tool call the env answered with a failure (its
     `error`, or a result with `is_error`), as the turn shows it; None otherwise."""
-    if not _is_tool_call(observation):
-        return None
+    return _tool_failure(observation) if _is_tool_call(observation) else None
+
+
+def _tool_failure(observation: dict[str, Any]) -> str | None:
     if observation.get("error"):
         return _error_text(observation["error"])
     result = observation.get("result")
