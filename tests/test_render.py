@@ -11,12 +11,8 @@ from openenv_v1.core.episode.action_format import (
     render_action_format,
     render_invalid,
 )
-from openenv_v1.core.episode.render import (
-    ObservationRenderer,
-    render_observation,
-    render_opening,
-)
 from openenv_v1.core.episode.schema import CALL_TOOL_SCHEMA, ActionSpec, Tool
+from openenv_v1.core.episode.turns import TurnRenderer
 from openenv_v1.core.episode.view import metadata_shown
 
 SPEC = ActionSpec(
@@ -30,6 +26,18 @@ INTRO = "You are Player 0 in Wordle. Guess the secret word in six tries."
 FEEDBACK = "You submitted [crane].\nFeedback: G G X X Y"
 
 
+def renderer(format: str = "text"):
+    """One episode's turns as the episode renders them (`TurnRenderer`, which
+    remembers what the model was shown): observation -> the turn's text."""
+    turns = TurnRenderer(format)
+    return lambda observation: turns.observation(observation).text
+
+
+def render_observation(observation: dict) -> str:
+    """The observation as a fresh episode's JSON-format turn."""
+    return renderer("json")(observation)
+
+
 def wordle_like(prompt: str, history: list[dict]) -> dict:
     return {
         "prompt": prompt,
@@ -41,7 +49,7 @@ def wordle_like(prompt: str, history: list[dict]) -> dict:
 
 
 def test_text_format_shows_the_text_field_as_is_and_history_only_once():
-    render = ObservationRenderer("text")
+    render = renderer("text")
     intro = {"id": -1, "content": INTRO, "category": "GAME"}
     first = render(wordle_like(INTRO, [intro]))
     # The history entry only copies the prompt; metadata and empty fields are left out.
@@ -57,13 +65,13 @@ def test_text_format_shows_the_text_field_as_is_and_history_only_once():
 
 
 def test_text_format_names_fields_when_there_is_no_single_text_field():
-    render = ObservationRenderer("text")
+    render = renderer("text")
     shown = render({"board": "x..", "status": "your move", "score": 3})
     assert shown.splitlines() == ["board: x..", "status: your move", "score: 3"]
 
 
 def test_json_format_is_the_whole_observation_every_turn():
-    render = ObservationRenderer("json")
+    render = renderer("json")
     observation = wordle_like(INTRO, [{"id": -1, "content": INTRO}])
     assert render(observation) == render(observation) == render_observation(observation)
     assert json.loads(render(observation))["messages"] == [{"id": -1, "content": INTRO}]
@@ -80,11 +88,11 @@ TWO_FIELDS = ActionSpec(
 
 
 def test_opening_carries_the_action_format_once():
-    render = ObservationRenderer("text")
-    opening = render_opening(wordle_like(INTRO, []), TWO_FIELDS, render)
+    turns = TurnRenderer("text")
+    opening = turns.opening(wordle_like(INTRO, []), TWO_FIELDS).text
     assert opening.startswith(INTRO)
     assert opening.count("Action schema:") == 1
-    assert "Action schema" not in render(wordle_like(FEEDBACK, []))
+    assert "Action schema" not in turns.observation(wordle_like(FEEDBACK, [])).text
 
 
 def test_a_single_string_field_opening_gives_one_instruction_the_envs_own():
@@ -103,7 +111,7 @@ def test_a_single_string_field_opening_gives_one_instruction_the_envs_own():
             "required": ["message"],
         }
     )
-    opening = render_opening(wordle_like(INTRO, []), wordle)
+    opening = TurnRenderer().opening(wordle_like(INTRO, []), wordle).text
     instruction = opening.removeprefix(INTRO).split("\n\n", 1)[1]
     assert instruction == (
         "Reply with the message itself as plain text "
@@ -173,7 +181,7 @@ FINQA_RESET = {
 
 
 def test_metadata_only_observation_shows_the_task_as_text():
-    shown = ObservationRenderer("text")(FINQA_RESET)
+    shown = renderer("text")(FINQA_RESET)
     assert shown.splitlines() == [
         "question: What was Alphabet's effective tax rate in 2023?",
         "company: alphabet",
@@ -183,7 +191,7 @@ def test_metadata_only_observation_shows_the_task_as_text():
 
 
 def test_metadata_only_observation_shows_the_task_as_json():
-    for render in (ObservationRenderer("json"), render_observation):
+    for render in (renderer("json"), render_observation):
         assert json.loads(render(FINQA_RESET)) == {
             "question": "What was Alphabet's effective tax rate in 2023?",
             "company": "alphabet",
@@ -196,7 +204,7 @@ def test_metadata_only_ignores_done_and_reward_in_the_observation():
     # Servers that leave `done` / `reward` in the observation dict still count as
     # metadata-only, and those two are not shown.
     observation = {"done": False, "reward": 0.0, "metadata": {"note": "starts at 3"}}
-    assert ObservationRenderer("text")(observation) == "starts at 3"
+    assert renderer("text")(observation) == "starts at 3"
     assert render_observation(observation) == '{"note":"starts at 3"}'
 
 
@@ -208,17 +216,17 @@ def test_reward_signal_keys_are_never_shown():
     }
     observation = {"metadata": {**signals, "hint": "try a vowel"}}
     for format in ("text", "json"):
-        shown = ObservationRenderer(format)(observation)
+        shown = renderer(format)(observation)
         assert "try a vowel" in shown
         assert not any(word in shown for word in ("greens", "win", "length"))
     # Metadata holding only reward signals shows nothing, as before.
-    assert ObservationRenderer("text")({"metadata": signals}) == ""
+    assert renderer("text")({"metadata": signals}) == ""
     assert render_observation({"metadata": signals}) == "{}"
 
 
 def test_metadata_stays_hidden_when_the_observation_has_content():
     observation = {"prompt": "Guess a word.", "metadata": {"answer": "crane"}}
-    assert ObservationRenderer("text")(observation) == "Guess a word."
+    assert renderer("text")(observation) == "Guess a word."
     assert render_observation(observation) == '{"prompt":"Guess a word."}'
 
 
@@ -245,7 +253,7 @@ def text_part(text: str) -> dict:
 
 def both(observation: dict) -> tuple[str, str]:
     """The observation in the text and the json format."""
-    return ObservationRenderer("text")(observation), render_observation(observation)
+    return renderer("text")(observation), render_observation(observation)
 
 
 WRAPPED = {"fastmcp": {"wrap_result": True}}
@@ -333,7 +341,7 @@ def test_tool_results_are_shown_whole_every_time():
     # shows it again.
     tables = [{"name": "revenue"}, {"name": "tax"}]
     observation = tool_call("tables", envelope(tables, None, []))
-    render = ObservationRenderer("text")
+    render = renderer("text")
     assert render(observation) == render(observation)
     assert render(observation) == f"tables: {json.dumps(tables, separators=(',', ':'))}"
 

@@ -12,16 +12,15 @@ What an observation shows is `view.py`'s; it is shown in one of two formats
   out those that merely copy the text field. A tool's result and error are always
   labelled and shown whole: a tool answering a list of records twice shows it twice.
 
-The opening turn (`render_opening`) adds the action format (`action_format`).
+`ObservationRenderer.pieces` gives the text format's lines; `turns.TurnRenderer` bounds
+them into a turn (and renders the JSON format).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from openenv_v1.core.episode.action_format import render_action_format
-from openenv_v1.core.episode.schema import ActionSpec
-from openenv_v1.core.episode.view import compact, view_of, visible
+from openenv_v1.core.episode.view import compact, view_of
 
 ObservationFormat = Literal["text", "json"]
 
@@ -61,11 +60,6 @@ def same_texts(fields: dict[str, Any]) -> dict[str, str]:
     return copies
 
 
-def render_observation(observation: dict[str, Any]) -> str:
-    """What the observation shows (see the module docstring) as compact JSON."""
-    return compact(visible(observation))
-
-
 class ObservationRenderer:
     """Renders one episode's observations, remembering what the model has seen."""
 
@@ -74,11 +68,6 @@ class ObservationRenderer:
         self._seen: set[Any] = set()
         self._last_lists: dict[str, list[Any]] = {}
         self._last_texts: dict[str, str] = {}
-
-    def __call__(self, observation: dict[str, Any]) -> str:
-        if self.format == "json":
-            return render_observation(observation)
-        return "\n".join(text for _, text in self.pieces(observation))
 
     def pieces(self, observation: dict[str, Any]) -> list[tuple[str, str]]:
         """The text format's lines, one (field, text) per shown field, in order."""
@@ -163,13 +152,3 @@ class ObservationRenderer:
         self._seen.add(key)
         texts = (v for v in item.values() if isinstance(v, str) and len(v) > 20)
         return not any(text in shown_now for text in texts)
-
-
-def render_opening(
-    observation: dict[str, Any],
-    spec: ActionSpec,
-    renderer: ObservationRenderer | None = None,
-) -> str:
-    shown = (renderer or ObservationRenderer())(observation)
-    action_format = render_action_format(spec)
-    return f"{shown}\n\n{action_format}" if shown else action_format
