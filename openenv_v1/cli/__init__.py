@@ -3,8 +3,9 @@
     openenv-v1 check ENV_ID --project-path P --app A   launch with UV and check
     openenv-v1 check --base-url URL                    check a running server
     openenv-v1 demo                                    offline Wordle eval, end to end
+    openenv-v1 init NAME --project-path P              a taskset package for one env
 
-Both need one of the package's extras (`pip install 'openenv-v1[vf02]'` or
+They need one of the package's extras (`pip install 'openenv-v1[vf02]'` or
 `'openenv-v1[vf04]'`); without it they say which to install and exit 1.
 
 Exit codes: 0 success, 1 the check or the demo failed (or an extra is missing), 2 bad
@@ -51,6 +52,20 @@ def _json_object(flag: str):
         if not isinstance(value, dict):
             raise argparse.ArgumentTypeError(f"{flag} must be a JSON object")
         return value
+
+    return parse
+
+
+def _json_list(flag: str):
+    def parse(text: str) -> list[Any]:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {e}") from e
+        if not isinstance(value, list) or not value:
+            raise argparse.ArgumentTypeError(f"{flag} must be a non-empty JSON list")
+        # A reply given as a JSON object is sent as its JSON text.
+        return [v if isinstance(v, str) else json.dumps(v) for v in value]
 
     return parse
 
@@ -174,6 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--episodes", type=int, default=5, help="games (default 5)")
     demo.add_argument(
+        "--taskset",
+        metavar="ID",
+        help="eval this taskset (e.g. a package `openenv-v1 init` wrote) with its own "
+        "env settings instead of the local Wordle env; with --replies",
+    )
+    demo.add_argument(
+        "--replies",
+        type=_json_list("--replies"),
+        help="the scripted policy's replies, a JSON list played in order (the last "
+        "one repeated), instead of the Wordle solver",
+    )
+    demo.add_argument(
         "--concurrency", type=int, default=3, help="games in flight (default 3)"
     )
     demo.add_argument(
@@ -195,7 +222,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the eval writes config.toml, eval.log and traces.jsonl "
         "(default: under outputs/, named as verifiers names the run)",
     )
+    _add_init(commands)
     return parser
+
+
+def _add_init(commands: Any) -> None:
+    init = commands.add_parser(
+        "init",
+        help="write a taskset package for one env, for both verifiers lines",
+        description=(
+            "Check the env (as `openenv-v1 check` does), then write ./NAME: a "
+            "package whose taskset `eval NAME` (verifiers 0.2) and `vf-eval NAME` "
+            "(0.4) load, with the env's launch defaults as check found them, a "
+            "README and a test (check, and one episode with a scripted policy)."
+        ),
+    )
+    init.add_argument(
+        "name", metavar="NAME", help="package and taskset id, e.g. my-env-v1"
+    )
+    where = init.add_mutually_exclusive_group(required=True)
+    where.add_argument("--env", help="an OpenEnv env id or Space (launched with UV)")
+    where.add_argument(
+        "--project-path", help="the env's local folder (launched with UV)"
+    )
+    where.add_argument("--base-url", help="a running server: connect only")
+    init.add_argument(
+        "--app", help="ASGI app, if check cannot find it (pkg.server.app:app)"
+    )
+    init.add_argument("--dir", help="where NAME is written (default: here)")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -206,6 +260,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     try:
         if args.command == "check":
             code = _check(args)
+        elif args.command == "init":
+            from openenv_v1.cli.init import run_init
+
+            code = run_init(args)
         else:
             from openenv_v1.cli.demo import run_demo
 

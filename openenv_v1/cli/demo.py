@@ -12,6 +12,11 @@ owned by this command (`OwnedProcess`). Then it runs a real eval of
 traces it wrote. Nothing is synced or downloaded: an install of the wheel with either
 extra runs it anywhere.
 
+`--taskset ID` evals another taskset instead (a package `openenv-v1 init` wrote),
+its env launched or reached by that taskset's own settings, and `--replies` makes
+the scripted policy play a list of replies (`--mode script`) instead of the Wordle
+solver; the summary is the same.
+
 Both run the package's own harness (no harness flag). Everything is stopped on
 success, failure and Ctrl-C alike: the eval first (with SIGINT, which verifiers
 handles as a graceful shutdown), then the servers.
@@ -110,23 +115,22 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
 
 
 def eval_command(
-    env_url: str,
+    env_url: str | None,
     policy_url: str,
     episodes: int,
     concurrency: int,
     output_dir: Path,
     tool_calls: str = "text",
+    taskset: str = TASKSET,
 ) -> list[str]:
-    """verifiers 0.2: the eval of the Wordle env at `env_url`, as a user would type
-    it (seeds 0..episodes-1, one rollout each)."""
+    """verifiers 0.2: the eval of the Wordle env at `env_url` (seeds
+    0..episodes-1, one rollout each), or with `env_url` None of `taskset` by its own
+    settings, as a user would type it."""
     native = ["--taskset.tool-calls", "native"] if tool_calls == "native" else []
     return [
         str(Path(sys.executable).parent / "eval"),
-        TASKSET,
-        "--taskset.base-url",
-        env_url,
-        "--taskset.resets",
-        _resets(episodes),
+        taskset,
+        *_env_flags("--taskset.", env_url, episodes),
         *native,
         *_run_flags(episodes, concurrency, policy_url),
         "-o",
@@ -135,23 +139,20 @@ def eval_command(
 
 
 def vf_eval_command(
-    env_url: str,
+    env_url: str | None,
     policy_url: str,
     episodes: int,
     concurrency: int,
     output_dir: Path,
     tool_calls: str = "text",
+    taskset: str = TASKSET,
 ) -> list[str]:
-    """verifiers 0.4: the eval of the Wordle env at `env_url`, as a user would type
-    it (seeds 0..episodes-1, one rollout each)."""
+    """verifiers 0.4: `eval_command`'s eval, with `vf-eval`."""
     native = ["--env.taskset.tool-calls", "native"] if tool_calls == "native" else []
     return [
         str(Path(sys.executable).parent / "vf-eval"),
-        TASKSET,
-        "--env.taskset.base-url",
-        env_url,
-        "--env.taskset.resets",
-        _resets(episodes),
+        taskset,
+        *_env_flags("--env.taskset.", env_url, episodes),
         *native,
         *_run_flags(episodes, concurrency, policy_url),
         "-o",
@@ -161,8 +162,12 @@ def vf_eval_command(
     ]
 
 
-def _resets(episodes: int) -> str:
-    return json.dumps([{"seed": seed} for seed in range(episodes)])
+def _env_flags(prefix: str, env_url: str | None, episodes: int) -> list[str]:
+    """The local Wordle env's URL and seeds; nothing for a taskset of its own."""
+    if env_url is None:
+        return []
+    resets = json.dumps([{"seed": seed} for seed in range(episodes)])
+    return [f"{prefix}base-url", env_url, f"{prefix}resets", resets]
 
 
 def _sessions(concurrency: int) -> int:
@@ -233,7 +238,8 @@ def run_demo(args: argparse.Namespace) -> int:
     if problem := _missing_parts(line):
         _say(f"error: {problem}")
         return 1
-    output_dir = Path(args.output_dir or default_output_dir(line)).resolve()
+    taskset = args.taskset or TASKSET
+    output_dir = Path(args.output_dir or default_output_dir(line, taskset)).resolve()
     if (output_dir / "traces.jsonl").exists():
         _say(f"error: {output_dir} already holds a run; choose another --output-dir")
         return 2
@@ -247,10 +253,8 @@ def run_demo(args: argparse.Namespace) -> int:
             with _signals_interrupt():
                 env_url, policy_url = _start_servers(args, logs, owned)
                 flags = (args.episodes, args.concurrency, output_dir, args.tool_calls)
-                if line == "vf04":
-                    command = vf_eval_command(env_url, policy_url, *flags)
-                else:
-                    command = eval_command(env_url, policy_url, *flags)
+                build = vf_eval_command if line == "vf04" else eval_command
+                command = build(env_url, policy_url, *flags, taskset=taskset)
                 shown = [Path(command[0]).name, *command[1:]]
                 _say(f"{KEY_VAR}=local {shlex.join(shown)}")
                 eval_started = time.monotonic()
@@ -276,29 +280,40 @@ def run_demo(args: argparse.Namespace) -> int:
     return _report(args, output_dir, eval_code, eval_s, time.monotonic() - started)
 
 
-def default_output_dir(line: str) -> Path:
+def default_output_dir(line: str, taskset: str = TASKSET) -> Path:
     """Where the eval writes unless `--output-dir` says: verifiers' own layout for
     the run (harness: the taskset's own)."""
     run = uuid.uuid4().hex
     if line == "vf04":
-        return Path("outputs", f"{TASKSET}--{MODEL}--{TASKSET}--{run[:8]}")
-    return Path("outputs", f"{TASKSET}--{MODEL}--{TASKSET}", run)
+        return Path("outputs", f"{taskset}--{MODEL}--{taskset}--{run[:8]}")
+    return Path("outputs", f"{taskset}--{MODEL}--{taskset}", run)
 
 
 def _start_servers(
     args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
-) -> tuple[str, str]:
-    """Start the scripted policy and the local Wordle env (appended to `owned`), then
-    wait until both serve (they load side by side); returns the env's URL and the
-    policy's `/v1` URL."""
+) -> tuple[str | None, str]:
+    """Start the scripted policy and, unless `--taskset` names another, the local
+    Wordle env (appended to `owned`), then wait until both serve (they load side by
+    side); returns the env's URL (None with `--taskset`) and the policy's `/v1`
+    URL."""
+    mode = ["--mode", "solver"]
+    if args.replies:
+        script = logs / "replies.json"
+        script.write_text(json.dumps(args.replies))
+        mode = ["--mode", "script", "--script", str(script)]
     policy, policy_port = _serve(
         "the local policy",
         "policy",
-        ["openenv_v1.local_policy", "--mode", "solver"],
+        ["openenv_v1.local_policy", *mode],
         args.policy_port,
         logs,
         owned,
     )
+    policy_url = f"http://127.0.0.1:{policy_port}"
+    if args.taskset:
+        wait_until_serving(policy, f"{policy_url}/v1/models", READY_TIMEOUT_S)
+        _say(f"scripted policy at {policy_url}/v1")
+        return None, f"{policy_url}/v1"
     env, env_port = _serve(
         "the local Wordle env",
         "wordle",
@@ -308,7 +323,6 @@ def _start_servers(
         owned,
         env={**os.environ, "WORDLE_MAX_SESSIONS": str(_sessions(args.concurrency))},
     )
-    policy_url = f"http://127.0.0.1:{policy_port}"
     env_url = f"http://127.0.0.1:{env_port}"
     wait_until_serving(policy, f"{policy_url}/v1/models", READY_TIMEOUT_S)
     _say(f"scripted policy at {policy_url}/v1")

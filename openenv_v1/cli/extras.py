@@ -22,6 +22,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     # The check plays OpenEnv's client only; the demo runs a verifiers eval too.
     "check": ("openenv",),
     "demo": ("verifiers", "openenv"),
+    "init": ("verifiers", "openenv"),
 }
 
 
