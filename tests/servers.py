@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import httpx
-
 from openenv_v1 import local_policy
+from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
 from tests import zygote
@@ -68,19 +67,18 @@ def free_port() -> int:
 
 
 def wait_http(url: str, proc: Server, timeout: float = 120.0) -> None:
-    """Poll `url` until it answers below 500. One client for the whole wait: each
-    `httpx.get` builds a client and its TLS context, ~34 ms of CPU a poll against
-    ~0.4 ms, and a loaded machine polls a slow server hundreds of times."""
-    deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0, trust_env=False) as http:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server for {url} exited with {proc.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                if http.get(url).status_code < 500:
-                    return
-            time.sleep(0.1)
-    raise TimeoutError(f"{url} not up within {timeout}s")
+    """Poll `url` until it answers below 500 (the shipped `readiness.wait_ready`);
+    `RuntimeError` if `proc` exits first, `TimeoutError` after `timeout`."""
+    try:
+        wait_ready(
+            url,
+            timeout_s=timeout,
+            running=lambda: proc.poll() is None,
+            answers=lambda status: status < 500,
+            not_ready=lambda: TimeoutError(f"{url} not up within {timeout}s"),
+        )
+    except ServerGone:
+        raise RuntimeError(f"server for {url} exited with {proc.returncode}") from None
 
 
 def serve_on_free_port(

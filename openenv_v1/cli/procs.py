@@ -17,9 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-import httpx
-
-from openenv_v1.core.launch.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.process_group import (
+    die_with_owner,
+    proc_stats,
+    signal_group,
+)
+from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 
 
 class OwnedProcess:
@@ -95,20 +98,11 @@ def child_group_leaders() -> list[int]:
     """Live direct children of this process that lead their own process group: what
     this command launched (OpenEnv's UV provider starts `uv` that way)."""
     me = os.getpid()
-    leaders = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        state, ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
-        pid = int(entry.name)
-        if int(ppid) == me and int(pgrp) == pid and state != "Z":
-            leaders.append(pid)
-    return leaders
+    return [
+        stat.pid
+        for stat in proc_stats()
+        if stat.ppid == me and stat.pgrp == stat.pid and stat.state != "Z"
+    ]
 
 
 def stop_child_groups(sig: int = signal.SIGTERM) -> list[int]:
@@ -134,21 +128,19 @@ def reap_child_groups(grace_s: float = 5.0) -> None:
 def wait_until_serving(owned: OwnedProcess, url: str, timeout_s: float) -> None:
     """Poll `url` until it answers below 500; raise `RuntimeError` with the process's
     output tail if it exits first or does not answer within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=2.0, trust_env=False) as http:
-        while True:
-            code = owned.poll()
-            if code is not None:
-                raise RuntimeError(
-                    f"{owned.name} exited with code {code} before serving {url}; "
-                    f"its output ends with:\n{owned.log_tail()}"
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                if http.get(url).status_code < 500:
-                    return
-            if time.monotonic() >= deadline:
-                raise RuntimeError(
-                    f"{owned.name} did not serve {url} within {timeout_s:.0f}s; its "
-                    f"output ends with:\n{owned.log_tail()}"
-                )
-            time.sleep(0.1)
+    try:
+        wait_ready(
+            url,
+            timeout_s=timeout_s,
+            running=lambda: owned.poll() is None,
+            answers=lambda status: status < 500,
+            not_ready=lambda: RuntimeError(
+                f"{owned.name} did not serve {url} within {timeout_s:.0f}s; its "
+                f"output ends with:\n{owned.log_tail()}"
+            ),
+        )
+    except ServerGone:
+        raise RuntimeError(
+            f"{owned.name} exited with code {owned.poll()} before serving {url}; "
+            f"its output ends with:\n{owned.log_tail()}"
+        ) from None

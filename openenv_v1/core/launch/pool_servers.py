@@ -7,7 +7,7 @@ these under its own lock; nothing here locks. Beside it, what the pool reads abo
 the host and a server: available memory (`available_memory`), a server's process
 group's memory (`group_rss`), one `/health` probe (`answers_health`).
 
-Imports nothing of the package (`plan.Launcher` for its type only).
+Imports `process_group` (`/proc`), and `plan.Launcher` for its type only.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
+
+from openenv_v1.core.launch.process_group import proc_stats
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.plan import Launcher
@@ -93,16 +95,8 @@ def group_rss(provider: Launcher) -> int:
     pid = getattr(provider, "pid", None)
     if not pid:
         return 0
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            # Fields after the command name: state ppid pgrp ... rss is field 24.
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            if int(fields[2]) == pid:
-                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    return total
+    pages = sum(stat.rss_pages for stat in proc_stats() if stat.pgrp == pid)
+    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def answers_health(url: str, timeout_s: float = 2.0) -> bool:

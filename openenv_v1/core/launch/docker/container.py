@@ -44,8 +44,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, image_user
@@ -59,6 +57,7 @@ from openenv_v1.core.launch.docker.options import (
 from openenv_v1.core.launch.docker.prune import prune_env_images
 from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
+from openenv_v1.core.launch.readiness import client_host, wait_ready
 from openenv_v1.core.light_import import without_gradio
 
 with without_gradio():
@@ -214,10 +213,7 @@ class DockerLaunch(LocalDockerProvider):
         try:
             if publish:
                 host_port = self._published_port()
-                client_host = (
-                    "127.0.0.1" if options.host in {"0.0.0.0", "::"} else options.host
-                )
-                self._base_url = f"http://{client_host}:{host_port}"
+                self._base_url = f"http://{client_host(options.host)}:{host_port}"
             else:
                 self._base_url = f"http://{self._address()}"
         except _ExitedEarly as e:
@@ -341,31 +337,33 @@ class DockerLaunch(LocalDockerProvider):
         return self.start_container(image)
 
     def _wait(self, url: str | None, deadline: float, timeout_s: float) -> str:
-        next_check = time.monotonic() + 1.0
-        with httpx.Client(timeout=2.0, trust_env=False) as http:
-            while True:
-                if self._container_id is None or url is None:
-                    raise EnvFailure(
-                        "the Docker launch was not started, or was stopped"
-                    )
-                with contextlib.suppress(httpx.HTTPError):
-                    if http.get(f"{url}/health").status_code == 200:
-                        self.start_seconds = time.monotonic() - self._run_started
-                        self._was_running, self._checked_at = True, time.monotonic()
-                        return url
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 1.0
-                    state = self._state()
-                    if state is not None and not state.get("Running"):
-                        raise _ExitedEarly(self._exit_message(state))
-                if time.monotonic() >= deadline:
-                    raise EnvFailure(
-                        f"container {self._container_name} ({self._image_name}) "
-                        f"was not ready at {url}/health within {timeout_s:.0f}s (raise "
-                        "task.user.launch_timeout_s if it is just slow"
-                        f"{self._reach_hint()}); its log ends with:\n{self.log_tail()}"
-                    )
-                time.sleep(0.1)
+        if self._container_id is None or url is None:
+            raise EnvFailure("the Docker launch was not started, or was stopped")
+        wait_ready(
+            f"{url}/health",
+            timeout_s=max(0.0, deadline - time.monotonic()),
+            running=self._starting,
+            check_every_s=1.0,
+            not_ready=lambda: EnvFailure(
+                f"container {self._container_name} ({self._image_name}) "
+                f"was not ready at {url}/health within {timeout_s:.0f}s (raise "
+                "task.user.launch_timeout_s if it is just slow"
+                f"{self._reach_hint()}); its log ends with:\n{self.log_tail()}"
+            ),
+        )
+        self.start_seconds = time.monotonic() - self._run_started
+        self._was_running, self._checked_at = True, time.monotonic()
+        return url
+
+    def _starting(self) -> bool:
+        """While the wait goes on: raises once the container exited (or the launch
+        was stopped), naming how."""
+        if self._container_id is None:
+            raise EnvFailure("the Docker launch was not started, or was stopped")
+        state = self._state()
+        if state is not None and not state.get("Running"):
+            raise _ExitedEarly(self._exit_message(state))
+        return True
 
     def _reach_hint(self) -> str:
         if self.published is not None or self.address is None:

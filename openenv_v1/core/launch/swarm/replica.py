@@ -14,7 +14,6 @@ Imports `swarm.service`, `swarm.options`, `swarm.tasks` and `docker.cli`,
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -23,12 +22,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli
 from openenv_v1.core.launch.docker.gateway import Gateway
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
+from openenv_v1.core.launch.readiness import wait_ready
 from openenv_v1.core.launch.swarm.options import swarm_options
 from openenv_v1.core.launch.swarm.service import SwarmService
 from openenv_v1.core.launch.swarm.tasks import ENDED, live
@@ -97,31 +95,35 @@ class SwarmReplica:
         fails or ends first fails at once with Swarm's error and its log tail."""
         url = base_url or self._url
         timeout_s = self.service.launch_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout_s
-        next_check = time.monotonic() + 1.0
-        with httpx.Client(timeout=2.0, trust_env=False) as http:
-            while True:
-                if self._stopped or url is None or self.task_id is None:
-                    raise EnvFailure("the Swarm launch was not started, or was stopped")
-                with contextlib.suppress(httpx.HTTPError):
-                    if http.get(f"{url}/health").status_code == 200:
-                        self.start_seconds = time.monotonic() - self._started_at
-                        return url
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 1.0
-                    task = self.service.task(self.task_id, max_age=0.0)
-                    if task is not None and task.state in ENDED:
-                        raise EnvFailure(self.service.task_failure(task))
-                if time.monotonic() >= deadline:
-                    raise EnvFailure(
-                        f"Swarm task {self.task_id[:12]} of {self.service.name} was "
-                        f"not ready at {url}/health within {timeout_s:.0f}s (raise "
-                        "task.user.launch_timeout_s if it is just slow; in ingress mode "
-                        "the routing mesh needs IPVS in the kernel, else use publish "
-                        "host); its log ends with:\n"
-                        f"{self.service.log_tail(self.task_id)}"
-                    )
-                time.sleep(0.1)
+        if self._stopped or url is None or self.task_id is None:
+            raise EnvFailure("the Swarm launch was not started, or was stopped")
+        task_id = self.task_id
+        wait_ready(
+            f"{url}/health",
+            timeout_s=timeout_s,
+            running=self._starting,
+            check_every_s=1.0,
+            not_ready=lambda: EnvFailure(
+                f"Swarm task {task_id[:12]} of {self.service.name} was "
+                f"not ready at {url}/health within {timeout_s:.0f}s (raise "
+                "task.user.launch_timeout_s if it is just slow; in ingress mode "
+                "the routing mesh needs IPVS in the kernel, else use publish "
+                "host); its log ends with:\n"
+                f"{self.service.log_tail(task_id)}"
+            ),
+        )
+        self.start_seconds = time.monotonic() - self._started_at
+        return url
+
+    def _starting(self) -> bool:
+        """While the wait goes on: raises once its task failed or ended (with Swarm's
+        error and its log tail), or the launch was stopped."""
+        if self._stopped or self.task_id is None:
+            raise EnvFailure("the Swarm launch was not started, or was stopped")
+        task = self.service.task(self.task_id, max_age=0.0)
+        if task is not None and task.state in ENDED:
+            raise EnvFailure(self.service.task_failure(task))
+        return True
 
     def running(self) -> bool:
         """Whether its task runs, as Swarm last said (never blocks)."""
