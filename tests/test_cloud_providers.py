@@ -115,7 +115,9 @@ def test_credentials_are_refused_as_options_naming_their_variable(standins):
         cloud_launch_plan(target)
     assert "set DAYTONA_API_KEY" in str(info.value) and value not in str(info.value)
     aca = EnvTarget(env="o/e", provider="aca", provider_kwargs={"image": "disk:x"})
-    with pytest.raises(EnvFailure, match="unknown ACASandboxProvider option.*zone"):
+    with pytest.raises(
+        EnvFailure, match="bad ACASandboxProvider option in provider_kwargs: zone: "
+    ):
         cloud_launch_plan(
             EnvTarget(
                 env="o/e",

@@ -62,6 +62,31 @@ def test_launch_plan_dispatches_uv_and_docker_to_their_modules():
         assert plan.servers_at_start == 1
 
 
+def test_a_uv_launch_reads_its_options_as_every_place_does():
+    path = str(WORDLE_PROJECT)
+    target = EnvTarget(
+        env="o/e",
+        launch_timeout_s=7.0,
+        secret_env={"TOKEN": "t"},
+        provider_kwargs={"project_path": path, "port": 9, "env_vars": {"A": "1"}},
+    )
+    plan = launch_plan(target)
+    assert isinstance(plan.launcher, SupervisedUVProvider)
+    assert plan.launcher.context_timeout_s == 7.0  # the target's, unless set
+    assert plan.start_args == {
+        "port": 9,
+        "workers": 1,
+        "env_vars": {"A": "1", "TOKEN": "t"},
+    }
+    typo = EnvTarget(env="o/e", provider_kwargs={"project_path": path, "memroy": 1})
+    with pytest.raises(EnvFailure) as info:
+        launch_plan(typo)
+    message = str(info.value)
+    assert message.startswith("bad UV option in ")
+    assert "provider_kwargs: memroy: Extra inputs are not permitted" in message
+    assert "(known: project_path, app, host, port, workers, env_vars" in message
+
+
 def test_a_provider_whose_module_is_missing_fails_naming_it(monkeypatch):
     monkeypatch.setitem(
         PLACES, "swarm", Place("openenv_v1.core.no_such_launch", "plan", "Swarm")

@@ -5,8 +5,10 @@ stops with the caller's exit stack:
 
     target.py         open_env: base_url, a pooled server's session, or a launch of
                       one's own
-    plan.py           launch_plan: which launcher serves a target (UV, Docker,
+    plan.py           the Launcher protocol every place implements, LaunchPlan,
+                      and launch_plan: which place serves a target (UV, Docker,
                       `provider`)
+    readiness.py      the one wait for a started server's /health
     uv.py             OpenEnv's UV provider, extended to own its process tree;
                       uv_prepared.py (the project's prepared environment),
                       uv_diagnosis.py (what a crashed server's output says)
@@ -23,13 +25,15 @@ stops with the caller's exit stack:
     env_project.py    what an env folder's files say about serving it
     server_env.py     what an env server's process may see (its environment)
     options.py        provider_kwargs read into a launcher's own options
-    process_group.py  a process group and a parent-death signal per child
+    process_group.py  a process group and a parent-death signal per child; the
+                      one /proc reader
 
 Imports follow the tree, top to bottom, at module and function level alike:
 `target` -> `plan` -> the places (`uv`, `docker.container`, `swarm.replica`,
-`cloud`, imported by name when a target asks for one); `pool` -> `plan`, `leases`,
-`pool_servers`; `env_target` and `leases`, `env_project`, `server_env`, `options`
-and `process_group` at the bottom. Nothing below `target` imports it; the places name
+`cloud`, imported by name when a target asks for one; they import `plan` for
+`LaunchPlan` and `run_here`); `pool` -> `plan`, `leases`, `pool_servers`;
+`env_target` and `leases`, `env_project`, `server_env`, `options`, `readiness` and
+`process_group` at the bottom. Nothing below `target` imports it; the places name
 `EnvTarget` for its type only. No circle.
 
 May import `openenv_v1.core`'s shared modules (`errors`, `openenv_lines`,

@@ -14,7 +14,9 @@ class (`DaytonaProvider`, `ModalProvider`, `ACASandboxProvider`, `HFSandboxProvi
 
 - `image` (the sandbox's image or source, in the provider's own spelling) is given to
   `start_container`, as are `port`, `env_vars` and `cmd`; every other key is an
-  option of the class's constructor, checked against its signature.
+  option of the class's constructor. They are read as every place reads its own
+  (`launch.options.read_options`), by a model of those keys and the constructor's
+  arguments: an unknown one fails naming it and the known ones.
 - Credentials are never options: each SDK reads its own variables (`variables`
   below) from the environment of the process that launches. Constructor arguments
   that would carry one (`api_key`, `credential`) are refused, naming the variable.
@@ -43,7 +45,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ConfigDict, create_model
+
 from openenv_v1.core.errors import EnvFailure, describe, redact
+from openenv_v1.core.launch.options import read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.light_import import without_gradio
 
@@ -198,12 +203,14 @@ def provider_class(spec: CloudProvider) -> type[Any]:
     return getattr(module, spec.cls)
 
 
-def _constructor_options(
-    spec: CloudProvider, cls: type[Any], options: Mapping[str, Any]
+def _read_options(
+    spec: CloudProvider, cls: type[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """`options` checked against `cls`'s constructor: no credentials, no private
-    arguments, nothing it does not take."""
-    for key in options:
+    """The options set in `kwargs`, read (`launch.options.read_options`) as a model
+    of `image`, `start_container`'s keys and `cls`'s constructor arguments: no
+    credentials, no private arguments, nothing `cls` does not take (the class checks
+    the values itself)."""
+    for key in kwargs:
         if key in spec.credential_options:
             raise EnvFailure(
                 f"provider_kwargs.{key} would put a credential in the config: drop "
@@ -220,13 +227,17 @@ def _constructor_options(
         and name not in spec.credential_options
         and name not in ("image", "env_vars")
     )
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise EnvFailure(
-            f"unknown {spec.cls} option in provider_kwargs: {', '.join(unknown)} "
-            f"(known: image, {', '.join(_START_KEYS)}, {', '.join(known)})"
-        )
-    return dict(options)
+    fields: dict[str, Any] = {
+        name: (Any, None) for name in ("image", *_START_KEYS, *known)
+    }
+    model = create_model(
+        f"{spec.cls}Options",
+        __config__=ConfigDict(extra="forbid", protected_namespaces=()),
+        **fields,
+    )
+    return read_options(model, kwargs, spec.cls, "provider_kwargs").model_dump(
+        exclude_unset=True
+    )
 
 
 class CloudLaunch:
@@ -351,6 +362,8 @@ def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
     assert target.env is not None
     spec = cloud_provider(target)
     kwargs = dict(target.provider_kwargs)
+    # Dropped here rather than by `read_options(ignore=...)`, which would apply the
+    # env folder's manifest (Docker's limits, not a sandbox's) for `project_path`.
     ignored = sorted(_LOCAL_ONLY & kwargs.keys())
     if ignored:
         logger.warning(
@@ -361,7 +374,7 @@ def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
         )
     for key in ignored:
         kwargs.pop(key)
-    image = kwargs.pop("image", None)
+    image = kwargs.get("image")
     if not image:
         example = (
             "hf.co/spaces/<owner>/<env> (an image with a `server` command)"
@@ -372,8 +385,9 @@ def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
         raise EnvFailure(
             f"provider {spec.name!r} needs provider_kwargs.image: {example}"
         )
-    start_args = {k: kwargs.pop(k) for k in _START_KEYS if k in kwargs}
-    options = _constructor_options(spec, provider_class(spec), kwargs)
+    options = _read_options(spec, provider_class(spec), kwargs)
+    del options["image"]
+    start_args = {k: options.pop(k) for k in _START_KEYS if k in options}
     if spec.name == "hf_sandbox":
         options["image"] = image  # its constructor requires it
     return LaunchPlan(

@@ -30,9 +30,10 @@ rollouts run into:
   (`web_ui`): OpenEnv imports it only for its optional web interface, and that import
   is about half of a server's start.
 
-`uv_launch_plan(target)` is the UV place's plan (`plan.PLACES`). The prepared
-environment is `uv_prepared`'s, the reading of a crashed server's output
-`uv_diagnosis`'s.
+`uv_launch_plan(target)` is the UV place's plan (`plan.PLACES`), its options
+`UVOptions` (read as every place reads its own, `launch.options.read_options`), its
+readiness wait `readiness.wait_ready`'s. The prepared environment is
+`uv_prepared`'s, the reading of a crashed server's output `uv_diagnosis`'s.
 """
 
 from __future__ import annotations
@@ -45,17 +46,18 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import httpx
+from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject
+from openenv_v1.core.launch.options import read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.readiness import ServerGone, client_host, wait_ready
 from openenv_v1.core.launch.server_env import server_environ
 from openenv_v1.core.launch.uv_diagnosis import (
     ADDRESS_IN_USE,
@@ -86,9 +88,6 @@ LOG_TAIL_CHARS = 2000
 NOT_READY = "was not ready within"
 """What a launch failure says when the server did not answer `/health` in time (and
 only then: a server that exited says how)."""
-# Keys of `provider_kwargs` that OpenEnv hands to `provider.start()` rather than to the
-# provider's constructor.
-_START_KEYS = ("port", "env_vars", "workers")
 _PORT_MOVES = 5
 """Relaunches on another port when the picked one was taken first."""
 # Projects (their folders) found to import gradio in this process: launched with it.
@@ -293,8 +292,7 @@ class SupervisedUVProvider(UVProvider):
             self.project.path,
             ", reusing its prepared environment" if self.reused_env else "",
         )
-        client_host = "127.0.0.1" if self.host in {"0.0.0.0", "::"} else self.host
-        self._base_url = f"http://{client_host}:{port}"
+        self._base_url = f"http://{client_host(self.host)}:{port}"
 
     def wait_for_ready(self, timeout_s: float | None = None) -> str:
         """Poll `/health` until 200, and return the server's base URL. A server that
@@ -304,30 +302,38 @@ class SupervisedUVProvider(UVProvider):
         cause. Each start gets `timeout_s` of its own: a relaunch is the launcher's
         retry, not the server's slowness, and must not inherit a spent deadline."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=2.0, trust_env=False) as http:
-            while True:
-                if self._process is None:
-                    raise EnvFailure("the UV provider was not started, or was stopped")
-                code = self._process.poll()
-                if code is not None:
+        while True:
+            process, url = self._process, self._base_url
+            if process is None or url is None:
+                raise EnvFailure("the UV provider was not started, or was stopped")
+            try:
+                self._wait_started(process, url, timeout_s)
+            except ServerGone:
+                code = process.poll()
+                if self._process is process and code is not None:
                     self._relaunch_or_fail(code)
-                    deadline = time.monotonic() + timeout_s
-                    continue
-                with contextlib.suppress(httpx.HTTPError):
-                    if http.get(f"{self._base_url}/health").status_code == 200:
-                        assert self.project is not None
-                        mark_prepared(self._env_dir, self.project.path)
-                        assert self._base_url is not None
-                        return self._base_url
-                if time.monotonic() >= deadline:
-                    raise EnvFailure(
-                        f"env server `uvicorn {self.app}` at {self._base_url} "
-                        f"{NOT_READY} {timeout_s:.0f}s (raise "
-                        "task.user.launch_timeout_s if it is just slow); its output "
-                        f"ends with:\n{self.log_tail()}"
-                    )
-                time.sleep(0.05)
+                continue  # relaunched, or stopped (the loop's first check says so)
+            assert self.project is not None
+            mark_prepared(self._env_dir, self.project.path)
+            return url
+
+    def _wait_started(
+        self, process: subprocess.Popen[bytes], url: str, timeout_s: float
+    ) -> None:
+        """Until the server `process` at `url` answers; `ServerGone` once it exited
+        (or was stopped)."""
+        wait_ready(
+            f"{url}/health",
+            timeout_s=timeout_s,
+            interval_s=0.05,
+            running=lambda: self._process is process and process.poll() is None,
+            not_ready=lambda: EnvFailure(
+                f"env server `uvicorn {self.app}` at {url} "
+                f"{NOT_READY} {timeout_s:.0f}s (raise "
+                "task.user.launch_timeout_s if it is just slow); its output "
+                f"ends with:\n{self.log_tail()}"
+            ),
+        )
 
     def _relaunch_or_fail(self, code: int) -> None:
         """After the server exited before it was ready: relaunch it on another port
@@ -430,15 +436,46 @@ class SupervisedUVProvider(UVProvider):
             self._log = None
 
 
+class UVOptions(BaseModel):
+    """The UV keys of `task.user.provider_kwargs`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project_path: str | None = None
+    """The env's source checkout (a uv project), or a `git+` URL; unset, the
+    Space's repository (`git+https://huggingface.co/spaces/<env>`)."""
+    app: str | None = None
+    """The ASGI app uvicorn serves (`<pkg>.server.app:app`); unset, the candidates
+    the project's own files name are tried in turn."""
+    host: str = "127.0.0.1"
+    """Address uvicorn binds (a wildcard one is reached at 127.0.0.1)."""
+    port: int | None = None
+    """Port uvicorn binds; unset, a free one (another if it is taken first)."""
+    workers: int = Field(1, ge=1)
+    """uvicorn's worker processes."""
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of the server, beside its allow-list (`server_env`)."""
+    reload: bool = False
+    """uvicorn's `--reload`."""
+    context_timeout_s: float
+    """Seconds the server may take to answer `/health` (the target's
+    `launch_timeout_s` unless set)."""
+    web_ui: bool
+    """Let the server import gradio (the target's `web_ui` unless set)."""
+
+
 def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
-    """The launch of a `SupervisedUVProvider` for `target`. Raises `EnvFailure` for
-    a bad `project_path` or provider option."""
+    """The launch of a `SupervisedUVProvider` for `target`, its options read as
+    `UVOptions`. Raises `EnvFailure` for a bad `project_path` or provider option."""
     assert target.env is not None
-    kwargs = dict(target.provider_kwargs)
-    start_args = {k: kwargs.pop(k) for k in _START_KEYS if k in kwargs}
-    if target.secret_env:
-        start_args["env_vars"] = {**start_args.get("env_vars", {}), **target.secret_env}
-    project_path = kwargs.pop("project_path", None) or (
+    defaults = {"context_timeout_s": target.launch_timeout_s, "web_ui": target.web_ui}
+    options = read_options(
+        UVOptions,
+        {**defaults, **target.provider_kwargs},
+        "UV",
+        "task.user.provider_kwargs",
+    )
+    project_path = options.project_path or (
         f"git+https://huggingface.co/spaces/{target.env}"
     )
     if not project_path.startswith("git+") and not os.path.isdir(project_path):
@@ -446,16 +483,14 @@ def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
             f"project_path {project_path!r} is not a directory; set "
             "task.user.provider_kwargs.project_path to the env's source checkout"
         )
-    kwargs.setdefault("host", "127.0.0.1")
-    kwargs.setdefault("context_timeout_s", target.launch_timeout_s)
-    kwargs.setdefault("web_ui", target.web_ui)
-    try:
-        provider = SupervisedUVProvider(project_path=project_path, **kwargs)
-    except TypeError as e:
-        raise EnvFailure(
-            f"unsupported UV provider option in task.user.provider_kwargs: {e}"
-        ) from e
-    return LaunchPlan(provider, start_args)
+    provider = SupervisedUVProvider(
+        project_path=project_path,
+        **options.model_dump(include={"app", "host", "reload", "web_ui"}),
+        context_timeout_s=options.context_timeout_s,
+    )
+    env_vars = {**options.env_vars, **target.secret_env}
+    start_args = {"port": options.port, "workers": options.workers}
+    return LaunchPlan(provider, {**start_args, "env_vars": env_vars})
 
 
 def _truthy(value: str | None) -> bool:
