@@ -103,7 +103,7 @@ _warned_reset_keys: set[str] = set()
 class EnvEpisode:
     secrets: tuple[str, ...] = ()
     """Values (`forward_env`) redacted from the episode's failure texts, which can
-    quote the server; the binding sets them from `EnvTarget.secret_env`."""
+    quote the server; `open_episode` sets them from `EnvTarget.secret_env`."""
 
     def __init__(
         self,
@@ -437,7 +437,8 @@ async def open_episode(
     tool_calls: ToolCalls = "text",
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
-    is ready for `reset`. An env whose lock pins openenv-core 0.2.2 has its MCP steps
+    is ready for `reset`, its failure texts redacted of the target's `forward_env`
+    values (`secrets`). An env whose lock pins openenv-core 0.2.2 has its MCP steps
     sent as the session's JSON-RPC (`route_mcp_steps`)."""
     source = env_source_dir(target)
     client = await open_env(target, stack)
@@ -460,6 +461,7 @@ async def open_episode(
         tool_calls=tool_calls,
     )
     episode.base_url = base_url
+    episode.secrets = tuple(target.secret_env.values())
     return episode
 
 
