@@ -186,34 +186,42 @@ async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
                 session.pop_all()  # the lease goes back as `unreachable` instead
                 unreachable = lease
                 continue
-            try:
-                # The server builds the session's env as the socket opens, and some
-                # envs are slow to build: the probe gets the longest call's time.
-                await asyncio.wait_for(client.state(), target.message_timeout_s)
-            except TimeoutError as e:
-                raise EnvFailure(
-                    f"the shared {target.env} server at {url} did not answer a first "
-                    f"request within {target.message_timeout_s:.0f}s (building the "
-                    "env for a new session may be that slow: raise "
-                    "task.user.reset_timeout_s)"
-                ) from e
-            except Exception as e:
-                code = server_error_code(e)
-                if code is None:
-                    raise EnvFailure(
-                        f"the shared {target.env} server at {url} failed a first "
-                        f"request: {describe(e)}"
-                    ) from e
-                if code == "CAPACITY_REACHED":
-                    session.pop_all()  # the lease goes back as `rejected` instead
-                    await client.close()
-                    # The pool learns the server's limit from this and finds (or
-                    # launches) room elsewhere, waiting if it must.
-                    rejected = lease
-                    continue
-                # Any other error frame is the env's own (some envs refuse `state`
-                # before a reset): the session exists.
+            if not await _session_taken(target, client, url):
+                session.pop_all()  # the lease goes back as `rejected` instead
+                await client.close()
+                # The pool learns the server's limit from this and finds (or
+                # launches) room elsewhere, waiting if it must.
+                rejected = lease
+                continue
             await pool.confirm(lease)
             stack.push_async_exit(session.pop_all())
             return client
     raise EnvFailure(f"the shared {target.env} servers kept refusing sessions")
+
+
+async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
+    """Whether the shared server at `url` kept `client`'s session: False when it
+    answered the first request `CAPACITY_REACHED`. Raises `EnvFailure` when it did
+    not answer in time, or failed otherwise than with an error frame."""
+    try:
+        # The server builds the session's env as the socket opens, and some envs
+        # are slow to build: the probe gets the longest call's time.
+        await asyncio.wait_for(client.state(), target.message_timeout_s)
+    except TimeoutError as e:
+        raise EnvFailure(
+            f"the shared {target.env} server at {url} did not answer a first "
+            f"request within {target.message_timeout_s:.0f}s (building the "
+            "env for a new session may be that slow: raise "
+            "task.user.reset_timeout_s)"
+        ) from e
+    except Exception as e:
+        code = server_error_code(e)
+        if code is None:
+            raise EnvFailure(
+                f"the shared {target.env} server at {url} failed a first "
+                f"request: {describe(e)}"
+            ) from e
+        # Any other error frame is the env's own (some envs refuse `state` before
+        # a reset): the session exists.
+        return code != "CAPACITY_REACHED"
+    return True
