@@ -287,43 +287,56 @@ class EnvEpisode:
             return self._failed(f"unexpected error: {describe(e)}")
 
     async def _step_and_turn(self, action: dict[str, Any]) -> Turn:
-        if _session_closed(self.client):
-            return self._failed(
-                "the env server closed the session (it stopped, restarted or dropped "
-                "the connection); not reconnecting to a fresh env mid-episode"
-            )
-        budget = self.limits.episode_timeout_s
-        if budget is not None and time.monotonic() - self._reset_at > budget:
-            return self._failed(
-                f"the episode budget of {budget:.0f}s (episode_timeout_s) is spent"
-            )
+        if (stop := self._cannot_step()) is not None:
+            return self._failed(stop)
         if illegal := illegal_action(action, self.spec, self._last_observation):
             return self._invalid(illegal)
         started = time.perf_counter()
         try:
             result = await self._step(action)
-        except TimeoutError:
+        except Exception as e:
+            return await self._refused(e)
+        seconds = time.perf_counter() - started
+        self.report.add_step(result, seconds, self.limits.reward_range)
+        return self._turn_after(result.observation or {})
+
+    def _cannot_step(self) -> str | None:
+        """Why no step may be sent: the session is closed, or the budget spent."""
+        if _session_closed(self.client):
+            return (
+                "the env server closed the session (it stopped, restarted or dropped "
+                "the connection); not reconnecting to a fresh env mid-episode"
+            )
+        budget = self.limits.episode_timeout_s
+        if budget is not None and time.monotonic() - self._reset_at > budget:
+            return f"the episode budget of {budget:.0f}s (episode_timeout_s) is spent"
+        return None
+
+    async def _refused(self, e: Exception) -> Turn:
+        """The turn after a step that raised: the server's refusal of the action is
+        an invalid action (`VALIDATION_ERROR`, or an `EXECUTION_ERROR` the session
+        `_survives`); anything else ends the episode."""
+        if isinstance(e, TimeoutError):
             return self._failed(
                 f"step did not answer within {self.limits.step_timeout_s:.0f}s"
             )
-        except Exception as e:
-            code = server_error_code(e)
-            if code == "VALIDATION_ERROR":
-                return self._invalid(
-                    f"the server rejected it: {self._server_message(e)}"
-                )
-            if code == "EXECUTION_ERROR" and await self._survives(e):
-                return self._invalid(
-                    f"the environment refused it: {server_error_message(e)}"
-                )
-            if code is not None:
-                return self._failed(
-                    f"step failed on the server ({code}): {server_error_message(e)}"
-                )
-            return self._failed(f"step failed: {describe(e)}")
+        code = server_error_code(e)
+        if code == "VALIDATION_ERROR":
+            return self._invalid(f"the server rejected it: {self._server_message(e)}")
+        if code == "EXECUTION_ERROR" and await self._survives(e):
+            return self._invalid(
+                f"the environment refused it: {server_error_message(e)}"
+            )
+        if code is not None:
+            return self._failed(
+                f"step failed on the server ({code}): {server_error_message(e)}"
+            )
+        return self._failed(f"step failed: {describe(e)}")
+
+    def _turn_after(self, observation: dict[str, Any]) -> Turn:
+        """The turn after an answered step; a failed MCP tool call also counts as
+        an invalid action."""
         report = self.report
-        report.add_step(result, time.perf_counter() - started, self.limits.reward_range)
-        observation = result.observation or {}
         self._last_observation = observation
         tools_note = self._take_new_tools(observation)
         if tool_error(observation) is None:
@@ -426,6 +439,15 @@ def _kwargs_text(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
+def episode_client(client: Any, target: EnvTarget) -> Any:
+    """An opened client of `target` as an episode talks to it: every frame's envelope
+    checked (`guard_frames`), error frames' details kept (`keep_error_frames`), and an
+    env whose lock pins openenv-core 0.2.2 with its MCP steps sent as the session's
+    JSON-RPC (`route_mcp_steps`)."""
+    client = guard_frames(keep_error_frames(client))
+    return route_mcp_steps(client, env_source_dir(target), target.label)
+
+
 async def open_episode(
     target: EnvTarget,
     limits: EpisodeLimits,
@@ -437,14 +459,10 @@ async def open_episode(
     tool_calls: ToolCalls = "text",
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
-    is ready for `reset`, its failure texts redacted of the target's `forward_env`
-    values (`secrets`). An env whose lock pins openenv-core 0.2.2 has its MCP steps
-    sent as the session's JSON-RPC (`route_mcp_steps`)."""
+    is ready for `reset`, its client wrapped by `episode_client`, its failure texts
+    redacted of the target's `forward_env` values (`secrets`)."""
     source = env_source_dir(target)
-    client = await open_env(target, stack)
-    client = route_mcp_steps(
-        guard_frames(keep_error_frames(client)), source, target.label
-    )
+    client = episode_client(await open_env(target, stack), target)
     base_url = http_base(client.base_url or target.label)
     spec = await fetch_action_spec(client, base_url, limits.step_timeout_s)
     params = await asyncio.to_thread(read_reset_params, source) if source else None
