@@ -230,10 +230,17 @@ def _silent_port(url: str) -> int:
 
 async def test_schema_reads_have_one_deadline_and_a_body_cap(hostile_url):
     """A server that drips its schema a byte at a time never trips a per-read
-    timeout; the whole read has one deadline. A huge schema is cut off at the cap."""
+    timeout; the whole read has one deadline. A huge schema is cut off at the cap,
+    and one nested past the JSON decoder is named so."""
     for variant, cause, within in [
         ("slow_schema", "TimeoutError: no complete answer within 2s", 6),
         ("huge_schema", "ValueError: the body is over 4,194,304 bytes", 10),
+        (
+            "undecodable_schema",
+            "ValueError: the body is nested too deep to decode (deeper than the "
+            "JSON decoder's limit of about 1000 levels)",
+            5,
+        ),
     ]:
         url = f"{hostile_url}/{variant}"
         started = time.monotonic()

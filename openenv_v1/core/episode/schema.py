@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,7 +194,8 @@ async def _read_json(
 ) -> Any:
     """The JSON body of one request, all of it read within `timeout_s` (the
     client's own timeout bounds each read only: a server dripping a byte at a time
-    would never trip it) and at most `MAX_SCHEMA_BYTES`."""
+    would never trip it) and at most `MAX_SCHEMA_BYTES`; a body nested too deep to
+    decode is a `ValueError` that says so."""
     try:
         async with asyncio.timeout(timeout_s):
             async with http.stream(method, url, **kwargs) as response:
@@ -205,7 +207,13 @@ async def _read_json(
                         raise ValueError(f"the body is over {MAX_SCHEMA_BYTES:,} bytes")
     except TimeoutError:
         raise TimeoutError(f"no complete answer within {timeout_s:g}s") from None
-    return json.loads(body)
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ValueError(
+            "the body is nested too deep to decode (deeper than the JSON decoder's "
+            f"limit of about {sys.getrecursionlimit()} levels)"
+        ) from None
 
 
 async def _list_tools(

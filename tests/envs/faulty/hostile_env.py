@@ -25,7 +25,8 @@ client of `http://127.0.0.1:PORT/<prefix>` reads `<prefix>/schema` and opens
 server that accepts and never answers; `GET /hostile/stats` counts the connections
 it got), `bad_regex`, `dangling_ref`, `not_object`, `deep_schema`, `recursive` (a
 valid self-referencing schema whose required field refers to itself), `slow_schema`
-(a byte every 0.2 s, forever) and `huge_schema` (a 20 MB body).
+(a byte every 0.2 s, forever), `huge_schema` (a 20 MB body) and `undecodable_schema`
+(nested 100,000 levels, past the JSON decoder).
 """
 
 from __future__ import annotations
@@ -245,6 +246,9 @@ async def schema(request: Any) -> Response:
                 yield b"."
 
         return StreamingResponse(drip(), media_type="application/json")
+    if variant == "undecodable_schema":
+        body = '{"action": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        return Response(body, media_type="application/json")
     if variant == "huge_schema":
         body = json.dumps(
             {"action": {"type": "object", "description": "x" * 20_000_000}}
