@@ -47,6 +47,12 @@ class EpisodeSettings(BaseModel):
     that do not list it in their dependencies, which halves their start-up (an env
     that imports it anyway is relaunched with it); turn it on to skip that first try
     for an env that imports gradio without declaring it."""
+    cache_max_gb: float | None = Field(None, gt=0)
+    """Gigabytes the prepared environments of UV-launched env servers (under
+    `$OPENENV_V1_CACHE_DIR`, default ~/.cache/openenv-v1) may take together: past it a
+    launch removes the least recently used ones no running eval uses (as it removes
+    those whose project folder is gone). Unset: `$OPENENV_V1_CACHE_MAX_GB`, else 10.
+    `openenv-v1 cache` lists and prunes them."""
     launch_timeout_s: float = 120.0
     """Seconds a launched server may take to answer `/health` (UV provider's
     `context_timeout_s` unless provider_kwargs sets it); a UV server the launcher

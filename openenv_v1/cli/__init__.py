@@ -4,8 +4,9 @@
     openenv-v1 check --base-url URL                    check a running server
     openenv-v1 demo                                    offline Wordle eval, end to end
     openenv-v1 init NAME --project-path P              a taskset package for one env
+    openenv-v1 cache [prune [--all | --older-than D]]  list or prune what launches keep
 
-They need one of the package's extras (`pip install 'openenv-v1[vf02]'` or
+All but `cache` need one of the package's extras (`pip install 'openenv-v1[vf02]'` or
 `'openenv-v1[vf04]'`); without it they say which to install and exit 1.
 
 Exit codes: 0 success, 1 the check or the demo failed (or an extra is missing), 2 bad
@@ -23,6 +24,7 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from openenv_v1.cli.cache import add_cache_parser, run_cache
 from openenv_v1.cli.extras import missing_extra
 from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
 
@@ -223,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: under outputs/, named as verifiers names the run)",
     )
     _add_init(commands)
+    add_cache_parser(commands)
     return parser
 
 
@@ -264,6 +267,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
             from openenv_v1.cli.init import run_init
 
             code = run_init(args)
+        elif args.command == "cache":
+            code = run_cache(args)
         else:
             from openenv_v1.cli.demo import run_demo
 

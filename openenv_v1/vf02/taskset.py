@@ -212,6 +212,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             secret_env=secret_env,
             launch_timeout_s=user.launch_timeout_s,
             web_ui=user.server_web_ui,
+            cache_max_gb=user.cache_max_gb,
         )
         # A launcher that cannot be used (its SDK missing) fails here, not per rollout.
         try:

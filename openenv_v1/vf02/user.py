@@ -104,6 +104,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             connect_timeout_s=config.connect_timeout_s,
             message_timeout_s=config.message_timeout_s(),
             web_ui=config.server_web_ui,
+            cache_max_gb=config.cache_max_gb,
         )
         try:
             episode = await open_episode(

@@ -123,6 +123,7 @@ class OpenEnvConfig(EpisodeSettings, TaskSettings, vf.TasksetConfig):
             connect_timeout_s=self.connect_timeout_s,
             message_timeout_s=self.message_timeout_s(),
             web_ui=self.server_web_ui,
+            cache_max_gb=self.cache_max_gb,
         )
 
 

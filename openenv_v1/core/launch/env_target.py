@@ -49,6 +49,8 @@ class EnvTarget:
     episode's reset and step timeouts."""
     web_ui: bool = False
     """Let a UV-launched server import gradio (OpenEnv's web UI); hidden otherwise."""
+    cache_max_gb: float | None = None
+    """Bound on the prepared environments' size (`cache.cache_bound`)."""
 
     @property
     def label(self) -> str:

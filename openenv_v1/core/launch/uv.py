@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.cache import prune_at_launch
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject
 from openenv_v1.core.launch.options import read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
@@ -68,9 +69,11 @@ from openenv_v1.core.launch.uv_diagnosis import (
     no_app_message,
 )
 from openenv_v1.core.launch.uv_prepared import (
+    hold_prepared_env,
     mark_prepared,
     prepared_env_dir,
     prepared_uvicorn,
+    release_prepared_env,
 )
 from openenv_v1.core.openenv_lines import (
     GIT_URL_PREFIX,
@@ -131,10 +134,12 @@ class SupervisedUVProvider(UVProvider):
         app: str | None = None,
         web_ui: bool = False,
         run_on_owner: Callable[[Callable[[], Any]], Any] | None = None,
+        cache_max_gb: float | None = None,
         **kwargs: Any,
     ) -> None:
         ensure_uv_on_path()
         self.web_ui = web_ui
+        self.cache_max_gb = cache_max_gb
         self.run_on_owner = run_on_owner or run_here
         self._user_app = app
         try:
@@ -164,6 +169,7 @@ class SupervisedUVProvider(UVProvider):
         """The launcher chose the port (it may choose another)."""
         self._port_moves = 0
         self._env_dir = Path()
+        self._env_held: BinaryIO | None = None
         # The server's output: a temp file unlinked once open, read through this.
         self._log: BinaryIO | None = None
         self._lock = threading.Lock()
@@ -205,6 +211,9 @@ class SupervisedUVProvider(UVProvider):
         env = server_environ({**(self.env_vars or {}), **(env_vars or {})})
         source = self.project_path
         self._env_dir = prepared_env_dir(source, project.name)
+        # Held until stop(): see `cache` for what a prune at launch removes.
+        self._env_held = hold_prepared_env(self._env_dir, source)
+        prune_at_launch(self.cache_max_gb)
         env["UV_PROJECT_ENVIRONMENT"] = str(self._env_dir)
         self.gradio_hidden = not (
             self.web_ui
@@ -426,6 +435,7 @@ class SupervisedUVProvider(UVProvider):
             signal_group(process.pid, signal.SIGKILL)
         with self._lock:
             self._discard_log()
+            release_prepared_env(self._env_held)
             if self._clone_dir is not None:
                 shutil.rmtree(self._clone_dir, ignore_errors=True)
                 self._clone_dir = None
@@ -487,6 +497,7 @@ def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
         project_path=project_path,
         **options.model_dump(include={"app", "host", "reload", "web_ui"}),
         context_timeout_s=options.context_timeout_s,
+        cache_max_gb=target.cache_max_gb,
     )
     env_vars = {**options.env_vars, **target.secret_env}
     start_args = {"port": options.port, "workers": options.workers}

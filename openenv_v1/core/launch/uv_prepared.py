@@ -1,11 +1,21 @@
-"""The prepared environment a UV-launched env server runs from.
+"""The prepared environment a UV-launched env server runs from, and its use record.
 
 Each env project gets one environment of its own, outside the project, that uv keeps
-in sync with the project and its lock (`prepared_env_dir`: under
-`$OPENENV_V1_CACHE_DIR`, else `$XDG_CACHE_HOME/openenv-v1`). Once a server launched
-through `uv run` from it is ready, the environment is stamped with a fingerprint of
-the project (`mark_prepared`); a later launch of an unchanged project runs that
-environment's uvicorn directly (`prepared_uvicorn`), skipping uv's check.
+in sync with the project and its lock (`prepared_env_dir`: `uv-envs/<name>-<digest>`
+under `cache_root()`). Once a server launched through `uv run` from it is ready, the
+environment is stamped with a fingerprint of the project and its size on disk
+(`mark_prepared`); a later launch of an unchanged project runs that environment's
+uvicorn directly (`prepared_uvicorn`), skipping uv's check.
+
+A launch holds the environment (`hold_prepared_env`) from before uv touches it until
+its server stops (`release_prepared_env`): a shared `flock` on its use record,
+`uv-env-use/<name>-<digest>`, which names the project and whose mtime is the
+environment's last use. The record lives beside `uv-envs/`, not in the environment:
+uv refuses a folder that holds anything but an environment, and empties one it
+recreates. `cache` prunes only what it can lock exclusively.
+
+    held = hold_prepared_env(env_dir, "/path/to/env")   # ... serve ...
+    release_prepared_env(held)
 
 Imports nothing of the package.
 """
@@ -13,29 +23,78 @@ Imports nothing of the package.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 from pathlib import Path
+from typing import BinaryIO
 
 CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
 # Written into a prepared environment once a server launched through `uv run` from
-# it is ready; holds `fingerprint()` of the project it was synced for.
-_PREPARED_STAMP = ".openenv-v1-prepared"
+# it is ready; holds `fingerprint()` of the project it was synced for, and its size.
+PREPARED_STAMP = ".openenv-v1-prepared"
+SIZE_STAMP = ".openenv-v1-size"
+ENVS_DIR, USE_DIR = "uv-envs", "uv-env-use"
+"""Folders of `cache_root()`: the environments, and their use records."""
 _ENV_INPUTS = ("pyproject.toml", "uv.lock", ".python-version")
+
+
+def cache_root() -> Path:
+    """`$OPENENV_V1_CACHE_DIR`, else `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`)."""
+    return Path(
+        os.environ.get(CACHE_DIR_VAR)
+        or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+            "openenv-v1",
+        )
+    )
 
 
 def prepared_env_dir(source: str, name: str) -> Path:
     """Where the prepared environment of the env project at `source` (its absolute
-    path, or its `git+` URL) lives: under `$OPENENV_V1_CACHE_DIR`, else
-    `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`)."""
-    root = os.environ.get(CACHE_DIR_VAR) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-        "openenv-v1",
-    )
+    path, or its `git+` URL) lives: under `cache_root()`."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "env"
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    return Path(root) / "uv-envs" / f"{slug}-{digest}"
+    return cache_root() / ENVS_DIR / f"{slug}-{digest}"
+
+
+def use_record(env_dir: Path) -> Path:
+    """The use record of the prepared environment `env_dir` (module docstring)."""
+    return env_dir.parent.parent / USE_DIR / env_dir.name
+
+
+def hold_prepared_env(env_dir: Path, source: str) -> BinaryIO | None:
+    """Hold `env_dir` in use until `release_prepared_env`: a shared lock on its use
+    record, which is made to name `source` and touched (the last use). None, holding
+    nothing, when the cache cannot be written."""
+    record = use_record(env_dir)
+    with contextlib.suppress(OSError):
+        record.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            held = open(record, "a+b")  # closed by release_prepared_env
+            fcntl.flock(held, fcntl.LOCK_SH)
+            # A pruner may have removed the record while this waited for its lock.
+            with contextlib.suppress(OSError):
+                if os.stat(record).st_ino == os.fstat(held.fileno()).st_ino:
+                    break
+            held.close()
+        held.seek(0)
+        if held.read() != source.encode():
+            held.truncate(0)
+            held.write(source.encode())
+            held.flush()
+        os.utime(held.fileno())
+        return held
+    return None
+
+
+def release_prepared_env(held: BinaryIO | None) -> None:
+    """Record the last use of the environment `held` holds, and let it go."""
+    if held is not None and not held.closed:
+        with contextlib.suppress(OSError):
+            os.utime(held.fileno())
+        held.close()
 
 
 def prepared_uvicorn(env_dir: Path, project: Path) -> Path | None:
@@ -44,16 +103,35 @@ def prepared_uvicorn(env_dir: Path, project: Path) -> Path | None:
     of asking uv to check the environment again."""
     uvicorn = env_dir / "bin" / "uvicorn"
     with contextlib.suppress(OSError):
-        stamp = (env_dir / _PREPARED_STAMP).read_text()
+        stamp = (env_dir / PREPARED_STAMP).read_text()
         if stamp == fingerprint(project) and uvicorn.is_file():
             return uvicorn
     return None
 
 
 def mark_prepared(env_dir: Path, project: Path) -> None:
-    """Stamp `env_dir` as synced for `project`'s current files (best effort)."""
+    """Stamp `env_dir` as synced for `project`'s current files, with its size on disk
+    measured once per sync (best effort)."""
+    stamp = env_dir / PREPARED_STAMP
     with contextlib.suppress(OSError):
-        (env_dir / _PREPARED_STAMP).write_text(fingerprint(project))
+        current = fingerprint(project)
+        if not stamp.is_file() or stamp.read_text() != current:
+            (env_dir / SIZE_STAMP).write_text(str(disk_usage(env_dir)))
+            stamp.write_text(current)
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes `path`'s files take on disk, each hard-linked file counted once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for folder, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(folder, name))
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+    return total
 
 
 def fingerprint(project: Path) -> str:

@@ -1,4 +1,4 @@
-"""Old images of an env folder go when a new one is built.
+"""The images this package built: listed, and the old ones of an env folder pruned.
 
 Each edit of an env folder builds a new image, `openenv-v1/<folder>:<hash>`, and the
 old ones stay (an env image is often a gigabyte). After a build,
@@ -6,7 +6,9 @@ old ones stay (an env image is often a gigabyte). After a build,
 this package (they carry `org.openenv-v1.inputs`) beyond the newest `keep`, except any
 image a container uses: a running one's is never touched, and `docker rmi` (never
 forced) refuses an image a stopped container still holds. A failure to prune is
-logged, never raised: the build it follows succeeded.
+logged, never raised: the build it follows succeeded. `env_images()` lists all of
+them and `remove_env_images` removes those chosen, under the same rules, for
+`openenv-v1 cache`.
 
     prune_env_images("openenv-v1/maze_env", keep=3)
 """
@@ -16,6 +18,9 @@ from __future__ import annotations
 import logging
 import re
 import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from openenv_v1.core.launch.docker.build import INPUTS_LABEL
 from openenv_v1.core.launch.docker.cli import docker_cli
@@ -47,40 +52,73 @@ def _images_in_use() -> set[str]:
     return set(images.stdout.split()) if images else set()
 
 
-def prune_env_images(repository: str, keep: int) -> list[str]:
-    """Remove `repository`'s images built by this package beyond the newest `keep`
-    (see the module docstring); returns the tags removed."""
+@dataclass(frozen=True)
+class EnvImage:
+    """An image this package built: `created` is Docker's RFC 3339 time (UTC)."""
+
+    tag: str
+    image_id: str
+    created: str
+    size: int
+    in_use: bool
+    """A running container was started from it."""
+
+    @property
+    def created_at(self) -> float:
+        """`created` as a Unix time."""
+        return datetime.fromisoformat(re.sub(r"\.\d+", "", self.created)).timestamp()
+
+
+def env_images(repository: str | None = None) -> list[EnvImage]:
+    """The images this package built (labelled `INPUTS_LABEL`), of `repository` or
+    all, newest first; none when Docker cannot be asked."""
     listed = _docker(
         "images",
-        "--no-trunc",
         "--filter",
         f"label={INPUTS_LABEL}",
         "--format",
         "{{.Repository}}:{{.Tag}}",
-        repository,
+        *([repository] if repository else []),
     )
     if listed is None or listed.returncode != 0:
         return []
-    tags = sorted(set(listed.stdout.split()))
-    if len(tags) <= keep:
+    tags = sorted({tag for tag in listed.stdout.split() if "<none>" not in tag})
+    if not tags:
         return []
-    inspected = _docker("image", "inspect", "--format", "{{.Created}} {{.Id}}", *tags)
+    inspected = _docker(
+        "image", "inspect", "--format", "{{.Created}} {{.Id}} {{.Size}}", *tags
+    )
     if inspected is None or inspected.returncode != 0:
         return []
-    created = [line.split() for line in inspected.stdout.splitlines()]
-    by_age = sorted(
-        zip(tags, created, strict=True), key=lambda t: _sortable(t[1][0]), reverse=True
-    )
     in_use = _images_in_use()
+    images = [
+        EnvImage(tag, image_id, created, int(size), image_id in in_use)
+        for tag, (created, image_id, size) in zip(
+            tags, (line.split() for line in inspected.stdout.splitlines()), strict=True
+        )
+    ]
+    return sorted(images, key=lambda i: _sortable(i.created), reverse=True)
+
+
+def remove_env_images(images: Iterable[EnvImage]) -> list[str]:
+    """`docker rmi` (never forced) each of `images` no running container uses;
+    returns the tags removed."""
     removed = []
-    for tag, (_, image_id) in by_age[keep:]:
-        if image_id in in_use:
+    for image in images:
+        if image.in_use:
             continue
-        result = _docker("rmi", tag)
+        result = _docker("rmi", image.tag)
         if result is not None and result.returncode == 0:
-            removed.append(tag)
+            removed.append(image.tag)
         elif result is not None:
-            logger.info("kept %s: %s", tag, result.stderr.strip())
+            logger.info("kept %s: %s", image.tag, result.stderr.strip())
+    return removed
+
+
+def prune_env_images(repository: str, keep: int) -> list[str]:
+    """Remove `repository`'s images built by this package beyond the newest `keep`
+    (see the module docstring); returns the tags removed."""
+    removed = remove_env_images(env_images(repository)[keep:])
     if removed:
         logger.info("removed old env images: %s", ", ".join(removed))
     return removed
