@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +31,7 @@ from openenv_v1.core.launch.cache import (
     PRUNE_EVERY_S,
     cache_bound,
     prepared_envs,
+    prune_at_launch,
     prune_prepared_envs,
 )
 from openenv_v1.core.launch.docker.build import INPUTS_LABEL, run_build
@@ -44,7 +46,7 @@ from openenv_v1.core.launch.uv_prepared import (
     use_record,
 )
 from tests import docker_engine
-from tests.servers import WORDLE_APP, WORDLE_PROJECT, run_cli
+from tests.servers import WORDLE_APP, WORDLE_PROJECT, run_cli, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "ghcr.io/meta-pytorch/openenv-base:latest"
@@ -125,10 +127,14 @@ def launch_and_stop(project: Path) -> None:
         provider.stop()
 
 
-def age_the_last_prune(cache: Path) -> None:
+def launch_and_prune(project: Path, cache: Path) -> None:
+    """Launch `project` after an hour without a prune, and wait for the prune (a
+    thread of the launch's) to end."""
     stamp = cache / USE_DIR / ".pruned"
     old = time.time() - PRUNE_EVERY_S - 1
     os.utime(stamp, (old, old))
+    launch_and_stop(project)
+    assert wait_until(lambda: stamp.stat().st_mtime > old, timeout=30)
 
 
 def cli(*args: str) -> str:
@@ -150,15 +156,11 @@ def test_a_removed_projects_environment_goes_at_the_next_launch_unless_in_use(
     with running(SERVER_OWNER, str(gone), WORDLE_APP) as url:
         assert url.startswith("http://127.0.0.1:")
         shutil.rmtree(gone)
-        age_the_last_prune(cache)
-        launch_and_stop(kept)
+        launch_and_prune(kept, cache)
         assert (gone_env / "bin" / "uvicorn").is_file()  # its server still runs
         (listed,) = [e for e in prepared_envs() if e.path == gone_env]
         assert listed.in_use and listed.gone and listed.source == str(gone)
-    launch_and_stop(kept)  # within the hour: no prune
-    assert gone_env.is_dir()
-    age_the_last_prune(cache)
-    launch_and_stop(kept)
+    launch_and_prune(kept, cache)
     assert not gone_env.exists() and not use_record(gone_env).exists()
     kept_env = prepared_env_dir(str(kept), "wordle-env")
     assert [e.path for e in prepared_envs()] == [kept_env]
@@ -182,6 +184,28 @@ def test_past_the_bound_the_least_recently_used_go_first_never_one_in_use(
     assert [e.path for e in prepared_envs()] == [envs[3], envs[0]]
     assert not any(e.exists() for e in envs[1:3])
     assert list((cache / "uv-env-trash").iterdir()) == []
+
+
+def test_a_launch_prunes_at_most_once_an_hour(cache, tmp_path):
+    project = tmp_path / "gone"
+    project.mkdir()
+    env_dir = make_env(project, 1, time.time())
+    shutil.rmtree(project)
+    stamp = cache / USE_DIR / ".pruned"
+    stamp.write_text("pruned a moment ago\n")
+
+    def launch_prune() -> None:
+        prune_at_launch()
+        for thread in threading.enumerate():
+            if thread.name == "openenv-v1-cache":
+                thread.join(timeout=30)
+
+    launch_prune()
+    assert env_dir.is_dir()
+    old = time.time() - PRUNE_EVERY_S - 1
+    os.utime(stamp, (old, old))
+    launch_prune()
+    assert not env_dir.exists() and stamp.stat().st_mtime > old
 
 
 def test_the_bound_is_the_setting_else_the_variable_else_ten_gb(monkeypatch):

@@ -13,9 +13,9 @@ first renamed into `uv-env-trash/` (no launch ever sees half of one), then delet
 what an interrupted deletion leaves, the next prune deletes.
 
 Each UV launch, once it holds its own environment, calls `prune_at_launch(max_gb)`:
-gone projects and the bound (`cache_bound`), at most once every `PRUNE_EVERY_S` per
-cache (a stamp file's mtime), deleting in a background thread, so that a launch pays
-a few `stat`s per environment.
+gone projects and the bound (`cache_bound`), in a thread of its own (the launch does
+not wait), at most once every `PRUNE_EVERY_S` per cache (the mtime of a stamp file,
+`uv-env-use/.pruned`, touched when a prune ends).
 
     for env in prepared_envs(): print(env.name, env.source, env.size, env.in_use)
     prune_prepared_envs(older_than_s=30 * 86400)
@@ -114,11 +114,10 @@ def prune_prepared_envs(
     older_than_s: float | None = None,
     max_bytes: int | None = None,
     names: Sequence[str] = (),
-    background: bool = False,
 ) -> list[PreparedEnv]:
     """Remove what the module docstring says, among the environments whose name
-    starts with one of `names` (all without); returns those removed. Their files are
-    deleted before this returns, or in a background thread with `background`."""
+    starts with one of `names` (all without); returns those removed, their files
+    deleted."""
     now = time.time()
     removed: list[PreparedEnv] = []
     kept: list[PreparedEnv] = []
@@ -136,19 +135,20 @@ def prune_prepared_envs(
             if not env.in_use and _take_out(env):
                 removed.append(env)
                 total -= env.size
-    if background:
-        threading.Thread(
-            target=_empty_trash, name="openenv-v1-cache", daemon=True
-        ).start()
-    else:
-        _empty_trash()
+    _empty_trash()
     return removed
 
 
 def prune_at_launch(max_gb: float | None = None) -> None:
-    """What a launch prunes (module docstring); a failure is logged, not raised,
-    except a bad `$OPENENV_V1_CACHE_MAX_GB`."""
+    """What a launch prunes (module docstring), in a thread of its own; a failure is
+    logged, not raised, except a bad `$OPENENV_V1_CACHE_MAX_GB`."""
     bound = cache_bound(max_gb)
+    threading.Thread(
+        target=_prune_if_due, args=(bound,), name="openenv-v1-cache", daemon=True
+    ).start()
+
+
+def _prune_if_due(bound: int) -> None:
     stamp = cache_root() / USE_DIR / ".pruned"
     try:
         stamp.parent.mkdir(parents=True, exist_ok=True)
@@ -157,17 +157,18 @@ def prune_at_launch(max_gb: float | None = None) -> None:
             last = os.fstat(lock.fileno())
             if last.st_size and time.time() - last.st_mtime < PRUNE_EVERY_S:
                 return
-            removed = prune_prepared_envs(max_bytes=bound, background=True)
+            for env in prune_prepared_envs(max_bytes=bound):
+                logger.info(
+                    "removed prepared environment %s (%s)", env.name, env.source
+                )
             if not last.st_size:
                 lock.write(b"the last prune's time is this file's mtime\n")
                 lock.flush()
             os.utime(lock.fileno())
-    except OSError as e:  # BlockingIOError included: another launch prunes it
-        if not isinstance(e, BlockingIOError):
-            logger.warning("pruning prepared environments: %s", e)
-        return
-    for env in removed:
-        logger.info("removed prepared environment %s (%s)", env.name, env.source)
+    except BlockingIOError:
+        pass
+    except OSError as e:
+        logger.warning("pruning prepared environments: %s", e)
 
 
 def cache_bound(max_gb: float | None = None) -> int:
