@@ -11,6 +11,7 @@ stops with the caller's exit stack:
     readiness.py      the one wait for a started server's /health
     uv.py             OpenEnv's UV provider, extended to own its process tree;
                       uv_prepared.py (the project's prepared environment),
+                      cache.py (all of them, listed and pruned),
                       uv_diagnosis.py (what a crashed server's output says)
     docker/           containers on this host: the container, its options, image,
                       build and build context, old images, networks, the Swarm

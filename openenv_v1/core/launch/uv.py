@@ -14,6 +14,7 @@ rollouts run into:
   prepared environment of its own, outside the project (`prepared_env_dir`), that uv
   keeps in sync with the project and its lock; a repeated launch skips the install.
   The project is touched as a plain `uv run` touches it (uv may write its `uv.lock`).
+  The launch holds that environment until `stop()`, and prunes the cache (`cache`).
 - Environment. The server starts from an allow-list, not the launcher's
   environment, with a HOME of its own per eval (`server_env`, which says exactly
   what it sees).
