@@ -298,7 +298,10 @@ def loaded_image(tag: str, created: str) -> None:
     )
 
 
-def test_the_cli_lists_and_prunes_env_images_never_one_in_use(real_docker, tmp_path):
+def test_the_cli_lists_and_prunes_env_images_never_one_in_use(
+    cache, real_docker, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(DOCKER_VAR, real_docker)
     repo = f"openenv-v1/cache_test_env_{uuid.uuid4().hex[:6]}"
     old, fresh = f"{repo}:old", f"{repo}:fresh"
     (tmp_path / "Dockerfile").write_text(f'FROM {BASE}\nCMD ["sleep", "300"]\n')
@@ -310,6 +313,7 @@ def test_the_cli_lists_and_prunes_env_images_never_one_in_use(real_docker, tmp_p
         assert re.search(rf"  {old}  .* built \d+w ago", listing)
         assert f"  {fresh}  " in listing
 
+        assert "0 environments, 0 images removed" in cli("prune", repo)
         pruned = cli("prune", "--older-than", "30d", repo)
         assert pruned.splitlines()[0].startswith(f"removed {old}  ")
         assert "0 environments, 1 images removed" in pruned

@@ -121,10 +121,15 @@ def run_cache(args: argparse.Namespace) -> int:
         old = older_than is not None and time.time() - env.last_use > older_than
         if env.in_use and _named(env.name, names) and (args.all or old or env.gone):
             print(f"kept {_env_row(env)}")
-    images = [i for i in _images() if _named(i.tag, names)]
-    if older_than is not None:
-        images = [i for i in images if time.time() - i.created_at > older_than]
-    gone = set(remove_env_images(images if args.all or older_than else []))
+    images: list[EnvImage] = []
+    if args.all or older_than is not None:  # images are kept by default
+        cutoff = time.time() - (older_than or 0)
+        images = [
+            i
+            for i in _images()
+            if _named(i.tag, names) and (args.all or i.created_at < cutoff)
+        ]
+    gone = set(remove_env_images(images))
     for image in images:
         print(f"{'removed' if image.tag in gone else 'kept'} {_image_row(image)}")
     freed = sum(e.size for e in removed) + sum(i.size for i in images if i.tag in gone)
