@@ -59,12 +59,10 @@ def add_cache_parser(commands: argparse._SubParsersAction) -> None:
         "cache",
         help="list or prune prepared environments and env images",
         description=(
-            "List (the default) or prune what openenv-v1 keeps on this machine: "
-            f"the prepared environments of UV-launched env servers (under "
-            f"${CACHE_DIR_VAR}, default ~/.cache/openenv-v1; a launch already prunes "
-            f"those whose project is gone and keeps them under ${MAX_GB_VAR} GB, "
-            "default 10, or the cache_max_gb setting) and the Docker images it "
-            "built. Nothing a running eval uses is removed."
+            "List (the default) or prune the prepared environments of UV-launched env "
+            f"servers (under ${CACHE_DIR_VAR}, default ~/.cache/openenv-v1; a launch "
+            f"prunes them too, bounded by cache_max_gb or ${MAX_GB_VAR}, default 10) "
+            "and the Docker images openenv-v1 built."
         ),
     )
     actions = cache.add_subparsers(dest="cache_action", metavar="ACTION")
@@ -73,10 +71,8 @@ def add_cache_parser(commands: argparse._SubParsersAction) -> None:
         "prune",
         help="remove environments and images no running eval uses",
         description=(
-            "Remove prepared environments whose project folder is gone and, past the "
-            "size bound, the least recently used; with --older-than also those (and "
-            "images) older than DURATION; with --all every one. An environment or "
-            "image a running eval uses is never removed."
+            "Remove the environments whose project folder is gone, then, past the "
+            "bound, the least recently used. Nothing a running eval uses is removed."
         ),
     )
     which = prune.add_mutually_exclusive_group()

@@ -197,7 +197,10 @@ def _names(folder: Path) -> set[str]:
 def _describe(env_dir: Path) -> PreparedEnv:
     record = use_record(env_dir)
     try:
-        source, last_use = record.read_text() or None, record.stat().st_mtime
+        source, last_use = (
+            os.fsdecode(record.read_bytes()) or None,
+            record.stat().st_mtime,
+        )
     except OSError:
         source, last_use = None, 0.0
     in_use = _locked(record)
@@ -236,7 +239,7 @@ def _take_out(env: PreparedEnv) -> bool:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             held = os.fstat(lock.fileno())
             lock.seek(0)
-            source = lock.read().decode(errors="replace") or None
+            source = os.fsdecode(lock.read()) or None
             if os.stat(record).st_ino != held.st_ino or source != env.source:
                 return False
             if source is not None and held.st_mtime != env.last_use:

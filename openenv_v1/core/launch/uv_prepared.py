@@ -80,9 +80,9 @@ def hold_prepared_env(env_dir: Path, source: str) -> BinaryIO | None:
                     break
             held.close()
         held.seek(0)
-        if held.read() != source.encode():
+        if held.read() != os.fsencode(source):
             held.truncate(0)
-            held.write(source.encode())
+            held.write(os.fsencode(source))
             held.flush()
         os.utime(held.fileno())
         return held
