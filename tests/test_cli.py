@@ -164,7 +164,8 @@ def test_check_wrong_app_fails_fast_with_the_servers_own_error():
     assert "FAILED at launch" in out
     assert "ModuleNotFoundError" in out
     assert 'Could not import module "wordle_env.no_such_module"' in out  # uvicorn's
-    assert "hint        --app must name the ASGI app" in out
+    assert "; check `--app` (`module:attribute` importable from the env" in out
+    assert "hint        the app is named as `package.module:attribute`" in out
     assert_crash_read_not_waited_out(out)
     assert gone(f"--port {port}")
 

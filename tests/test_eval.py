@@ -218,6 +218,7 @@ def test_wrong_app_ends_every_rollout_fast_with_the_servers_error(tmp_path):
         assert error["type"] == "UserError"
         assert "ModuleNotFoundError" in error["message"]
         assert "wordle_env.nope" in error["message"]
+        assert "; check `--taskset.task.user.provider-kwargs.app` (" in error["message"]
         assert_crash_read_not_waited_out(error["message"])
     assert wordle_uv_servers() == []
 

@@ -224,7 +224,7 @@ def test_check_passes_over_an_app_that_cannot_import_and_reports_why(tmp_path):
 def test_check_lists_each_app_candidate_and_why_when_none_imports(tmp_path):
     """Without `[project.scripts]`, relative_env's only candidate is openenv.yaml's
     `server.app:app`, which its relative imports break: the launch fails naming it,
-    the reason, and `provider_kwargs.app`."""
+    the reason, and `--app`."""
     project = copy_layout("relative_env", tmp_path, None)
     work = tmp_path / "work"
     work.mkdir()
@@ -237,7 +237,7 @@ def test_check_lists_each_app_candidate_and_why_when_none_imports(tmp_path):
         assert "server.app:app" in failure["error"]
         assert "openenv.yaml" in failure["error"]
         assert "attempted relative import beyond top-level package" in failure["error"]
-        assert "provider_kwargs.app" in failure["error"]
+        assert "; set `--app` to the module that calls `create_app`" in failure["error"]
         assert none_left(env_dir)
     finally:
         shutil.rmtree(env_dir, ignore_errors=True)
@@ -281,7 +281,7 @@ def test_an_env_importing_gradio_it_does_not_declare_is_relaunched_with_it(tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report["ok"] and report["app"]["gradio_hidden"] is False
     (note,) = [w for w in report["warnings"] if "gradio" in w]
-    assert "server_web_ui" in note and "--web-ui" in note
+    assert "turn on `--web-ui` to skip the first try" in note
     assert none_left()
 
     proc, report = check_json("undeclared_gradio_env", "--web-ui", cwd=tmp_path)

@@ -83,7 +83,7 @@ def test_a_uv_launch_reads_its_options_as_every_place_does():
         launch_plan(typo)
     message = str(info.value)
     assert message.startswith("bad UV option in ")
-    assert "provider_kwargs: memroy: Extra inputs are not permitted" in message
+    assert "`provider_kwargs`: memroy: Extra inputs are not permitted" in message
     assert "(known: project_path, app, host, port, workers, env_vars" in message
 
 

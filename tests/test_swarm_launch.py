@@ -370,7 +370,7 @@ def test_unknown_swarm_options_fail_naming_them():
     with pytest.raises(EnvFailure) as info:
         swarm_launch_plan(swarm_target(publish="mesh", replica=2))
     message = str(info.value)
-    assert message.startswith("bad Swarm option in provider_kwargs: publish: ")
+    assert message.startswith("bad Swarm option in `provider_kwargs`: publish: ")
     assert "replica: Extra inputs are not permitted" in message
     assert json.dumps("ingress") in message or "'ingress'" in message
 

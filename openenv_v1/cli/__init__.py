@@ -101,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--web-ui",
         action="store_true",
-        help="let the server import gradio (OpenEnv's web UI), as "
-        "task.user.server_web_ui does; needed by an env that imports gradio without "
+        help="let the server import gradio (OpenEnv's web UI), as the "
+        "server_web_ui setting does; needed by an env that imports gradio without "
         "declaring it",
     )
     check.add_argument("--use-docker", action="store_true", help="Docker provider")
@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="pass this variable of your environment into the launched server (an "
-        "API key, a token), as task.user.forward_env does; repeat for more. Its value "
-        "is never shown",
+        "API key, a token), as the forward_env setting does; repeat for more. Its "
+        "value is never shown",
     )
     check.add_argument(
         "--reset",
@@ -161,14 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="observation_images",
         action="store_false",
         help="show image fields as one-line notes, as a rollout with "
-        "task.user.observation_images false does",
+        "observation_images false does",
     )
     check.add_argument(
         "--max-observation-chars",
         type=int,
         default=8_000,
         metavar="N",
-        help="bound on a turn's text, as task.user.max_observation_chars "
+        help="bound on a turn's text, as the max_observation_chars setting "
         "(default 8000)",
     )
     check.add_argument(

@@ -11,6 +11,7 @@ from typing import Any
 from openenv_v1.cli.hints import hint_for
 from openenv_v1.core.episode.images import find_images
 from openenv_v1.core.launch.target import EnvTarget
+from openenv_v1.core.setting_names import render_settings
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,9 @@ class CheckOptions:
     timeout_s: float = 60.0
     """Per reset / step / HTTP call."""
     observation_images: bool = True
-    """As `task.user.observation_images`: send image fields as images."""
+    """As the `observation_images` setting: send image fields as images."""
     max_observation_chars: int = 8_000
-    """As `task.user.max_observation_chars`: the bound on a turn's text."""
+    """As the `max_observation_chars` setting: the bound on a turn's text."""
 
 
 @dataclass
@@ -77,6 +78,7 @@ class CheckReport:
         return self.failure is None
 
     def fail(self, error: str, reset_keys: bool = True) -> None:
+        error = render_settings(error, "check")
         connects = "base_url" in self.target
         hint = hint_for(self.stage, error, base_url=connects, reset_keys=reset_keys)
         self.failure = Failure(self.stage, error, hint)
@@ -104,7 +106,7 @@ class CheckReport:
             ],
             "gradio_hidden": provider.gradio_hidden,
         }
-        self.warnings += provider.notes
+        self.warnings += [render_settings(note, "check") for note in provider.notes]
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON; image fields of the observations are replaced by

@@ -1,9 +1,11 @@
 """What to try when `openenv-v1 check` fails: a hint from the error text or stage.
 
-The errors come from the rollout code and name rollout settings
-(`task.user.provider_kwargs.app`); the hints name the `check` flags instead. A hint
-about reaching a server by URL is given only when the check connected to one
-(`--base-url`); a launch gets the launch hints.
+The errors come from the rollout code, and the settings they name reach the report
+as `check`'s flags already (`core/setting_names.py`): a hint adds what the error does
+not say, and an error that says its own fix gets none (its pattern still stops the
+search, so a later pattern's hint does not mislead). A hint about reaching a server
+by URL is given only when the check connected to one (`--base-url`); a launch gets
+the launch hints.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from typing import Literal
 
 _Applies = Literal["any", "base_url", "launch"]
 
-# (pattern, hint, when it applies), first match wins.
-_HINTS: list[tuple[str, str, _Applies]] = [
+# (pattern, hint or None (the error says its fix), when it applies), first match wins.
+_HINTS: list[tuple[str, str | None, _Applies]] = [
     (
         r"the env needs Python",
         "install the Python the env asks for (`uv python install <version>` where "
@@ -23,9 +25,9 @@ _HINTS: list[tuple[str, str, _Applies]] = [
     ),
     (
         r"app candidates could be imported|cannot import its app|Could not import module",
-        "--app must name the ASGI app as `package.module:attribute`, importable from "
-        "the env project (--project-path); look for the module that calls "
-        "`create_app` (e.g. `<pkg>.server.app:app`)",
+        "the app is named as `package.module:attribute`, importable from the env "
+        "project; look for the module that calls `create_app` (e.g. "
+        "`<pkg>.server.app:app`)",
         "launch",
     ),
     (
@@ -67,22 +69,11 @@ _HINTS: list[tuple[str, str, _Applies]] = [
     ),
     (
         r"is not a directory",
-        "--project-path must be the env's source checkout (the directory with its "
-        "pyproject.toml)",
+        "the env's source checkout is the directory with its pyproject.toml",
         "launch",
     ),
-    (
-        r"could not fetch the environment source",
-        "without git and network access, use --project-path with a local checkout, "
-        "or --base-url with a running server",
-        "launch",
-    ),
-    (
-        r"was not ready within",
-        "raise --launch-timeout if the server is only slow to start; otherwise read "
-        "its output above",
-        "launch",
-    ),
+    (r"could not fetch the environment source", None, "launch"),
+    (r"was not ready within", None, "launch"),
     (
         r"CAPACITY_REACHED|at capacity",
         "the server's sessions are all in use: wait for other clients to finish, or "
@@ -91,7 +82,7 @@ _HINTS: list[tuple[str, str, _Applies]] = [
     ),
     (
         r"[Dd]ocker",
-        "use_docker needs a running Docker daemon that can pull the image",
+        "a Docker launch needs a running Docker daemon that can pull the image",
         "launch",
     ),
 ]
@@ -119,7 +110,7 @@ def hint_for(
         if applies == ("launch" if base_url else "base_url"):
             continue
         if re.search(pattern, error):
-            return hint
+            return hint  # None: the error says its own fix
     if stage == "reset" and not reset_keys:
         return _NO_KEYS_RESET_HINT
     return _STAGE_HINTS.get(stage)

@@ -3,7 +3,8 @@
 A failure text can hold what an env server wrote (its output tail, its error frames),
 and a server may echo its environment, `forward_env` values included: every such
 text is passed through `redact` with those values before it is raised, logged or put
-on the trace.
+on the trace. A failure names a setting by its own name, as a `setting_names` token,
+which the surface that shows it (verifiers 0.2, 0.4, `check`) renders in its syntax.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
+from openenv_v1.core.setting_names import named_settings
+
 logger = logging.getLogger(__name__)
 
 _SERVER_ERROR = re.compile(
@@ -27,8 +30,14 @@ class EnvFailure(Exception):
     """The environment could not be launched, reached, reset or stepped.
 
     `str(failure)` is the complete, human-readable cause (URL, errno, the server's own
-    message or stderr tail); it is what lands on the trace.
+    message or stderr tail); it is what lands on the trace, once the surface showing
+    it has rendered the settings it names (`setting_names.render_settings`).
     """
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The settings the text names (`provider_kwargs.app`, `launch_timeout_s`)."""
+        return named_settings(str(self))
 
 
 REDACTED = "<redacted>"

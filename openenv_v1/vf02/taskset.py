@@ -43,6 +43,7 @@ from openenv_v1.core.launch.plan import check_launcher
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
 from openenv_v1.core.manifest import ManifestError, read_manifest
+from openenv_v1.core.setting_names import render_settings
 from openenv_v1.core.tasks import taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf02.account import account, mirror
@@ -218,7 +219,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         try:
             check_launcher(launch)
         except EnvFailure as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(render_settings(str(e), "vf02")) from None
         # Here rather than in the rollouts: their logs are not kept by verifiers.
         warn_unknown_reset_kwargs(launch, config.resets or [])
         self._launch = launch
@@ -229,7 +230,11 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
                 max_servers=config.max_servers,
                 capacity_wait_s=user.capacity_wait_s,
             )
-            user = user.model_copy(update={"pool_url": self.pool.serve_http()})
+            try:  # launches the first server: a bad option fails here
+                pool_url = self.pool.serve_http()
+            except EnvFailure as e:
+                raise ValueError(render_settings(str(e), "vf02")) from None
+            user = user.model_copy(update={"pool_url": pool_url})
         elif secret_env and not config.base_url:
             # The rollout launches its server itself, from a process that may not see
             # these variables (verifiers strips *API_KEY* ones): hand the values over
@@ -285,7 +290,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         try:
             planned, where = taskset_tasks(config, source, self._launch, lease)
         except EnvFailure as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(render_settings(str(e), "vf02")) from None
         logger.info("%s: %d tasks from %s", source, where.taken, where.kind)
         for idx, plan in enumerate(planned):
             task = OpenEnvTask(

@@ -56,6 +56,7 @@ from openenv_v1.core import (
 from openenv_v1.core.episode.report import ToolCalls
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.errors import describe, setup_failure
+from openenv_v1.core.setting_names import render_settings
 from openenv_v1.core.tasks import reset_kwargs
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
@@ -120,7 +121,8 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             self._opening = await episode.reset(reset_kwargs(task.reset, task.seed))
             self._episode = episode
         except Exception as e:
-            self._failure = setup_failure(target.label, e, target.secret_env.values())
+            failure = setup_failure(target.label, e, target.secret_env.values())
+            self._failure = render_settings(failure, "vf02")
         if task.tool_calls == "native" and self._episode is not None:
             try:
                 await self._publish_tools(self._episode)

@@ -34,8 +34,9 @@ import verifiers.v1 as vf
 
 from openenv_v1.core import EnvEpisode, EpisodeReport, open_episode
 from openenv_v1.core.episode.turns import Turn
-from openenv_v1.core.errors import setup_failure
+from openenv_v1.core.errors import EnvFailure, setup_failure
 from openenv_v1.core.launch.pool import LocalLeases, ServerPool
+from openenv_v1.core.setting_names import render_settings
 from openenv_v1.core.tasks import reset_kwargs
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.chat import OpenEnvChatHarness
@@ -89,7 +90,10 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             # The first server is launched from the pool's own thread, which owns
             # the servers' parent-death signal; this returns at once. Episodes run
             # in this process, so they lease in process: no socket, no thread.
-            self._leases = self.pool.local()
+            try:  # a bad launch option fails here
+                self._leases = self.pool.local()
+            except EnvFailure as e:
+                raise ValueError(render_settings(str(e), "vf04")) from None
 
     async def stop(self) -> None:
         """Stop the shared env servers (their whole process groups)."""
@@ -117,8 +121,8 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 episode.secrets = tuple(target.secret_env.values())
                 turn = await episode.reset(reset_kwargs(data.reset, data.seed))
             except Exception as e:
-                secrets = target.secret_env.values()
-                raise OpenEnvError(setup_failure(target.label, e, secrets)) from None
+                failure = setup_failure(target.label, e, target.secret_env.values())
+                raise OpenEnvError(render_settings(failure, "vf04")) from None
             report = episode.report
             async with agents.player.interaction(task) as interaction:
                 lent = (

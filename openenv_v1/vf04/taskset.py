@@ -26,6 +26,7 @@ from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.plan import check_launcher
 from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
 from openenv_v1.core.manifest import ManifestError, read_manifest
+from openenv_v1.core.setting_names import render_settings
 from openenv_v1.core.tasks import task_key, taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.vf04.config import OpenEnvConfig
@@ -89,7 +90,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         try:
             check_launcher(target)
         except EnvFailure as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(render_settings(str(e), "vf04")) from None
         # Checked once here, not per rollout: unknown reset keys only warn.
         warn_unknown_reset_kwargs(target, config.resets or [])
 
@@ -99,7 +100,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         try:
             planned, _ = taskset_tasks(config, source, config.target())
         except EnvFailure as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(render_settings(str(e), "vf04")) from None
         for plan in planned:
             yield OpenEnvTask(
                 OpenEnvData(

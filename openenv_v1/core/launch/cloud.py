@@ -4,7 +4,7 @@ Container Apps, Hugging Face sandboxes, Novita.
 Each runs one env server in a sandbox of its cloud through OpenEnv's own provider
 class (`DaytonaProvider`, `ModalProvider`, `ACASandboxProvider`, `HFSandboxProvider`,
 `NovitaSandboxProvider`). `CloudLaunch` constructs that class with the options of
-`task.user.provider_kwargs`, and drives it as a rollout needs:
+`provider_kwargs`, and drives it as a rollout needs:
 
     launch = cloud_launch_plan(EnvTarget(env="org/maze", provider="modal",
         provider_kwargs={"image": "ghcr.io/org/maze:1", "cpu": 2})).launcher

@@ -37,6 +37,7 @@ from openenv_v1.core.launch.plan import (
     launcher_label,
 )
 from openenv_v1.core.light_import import generic_client_class
+from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
             f"the shared {target.env} server at {url} did not answer a first "
             f"request within {target.message_timeout_s:.0f}s (building the "
             "env for a new session may be that slow: raise "
-            "task.user.reset_timeout_s)"
+            f"{setting('reset_timeout_s')})"
         ) from e
     except Exception as e:
         code = server_error_code(e)

@@ -82,6 +82,7 @@ from openenv_v1.core.openenv_lines import (
     clone_git_project,
     find_free_port,
 )
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
@@ -205,7 +206,7 @@ class SupervisedUVProvider(UVProvider):
             raise EnvFailure(
                 f"no ASGI app found in {project.path}: no [project.scripts] server "
                 "entry, no `app` in openenv.yaml, no server/app.py; set "
-                "task.user.provider_kwargs.app to the module that calls "
+                f"{setting('provider_kwargs.app')} to the module that calls "
                 "`create_app`, e.g. `<pkg>.server.app:app`"
             )
         # Built from an allow-list, not inherited: see `server_env`.
@@ -243,8 +244,8 @@ class SupervisedUVProvider(UVProvider):
                 "could not fetch the environment source "
                 f"{self.project_path[len(GIT_URL_PREFIX) :]}: {e}. Remote Space ids "
                 "need git and network access; point "
-                "task.user.provider_kwargs.project_path at a local checkout, or "
-                "connect to a running server with base_url"
+                f"{setting('provider_kwargs.project_path')} at a local checkout, or "
+                f"connect to a running server with {setting('base_url')}"
             ) from e
         return self._clone_dir
 
@@ -340,7 +341,7 @@ class SupervisedUVProvider(UVProvider):
             not_ready=lambda: EnvFailure(
                 f"env server `uvicorn {self.app}` at {url} "
                 f"{NOT_READY} {timeout_s:.0f}s (raise "
-                "task.user.launch_timeout_s if it is just slow); its output "
+                f"{setting('launch_timeout_s')} if it is just slow); its output "
                 f"ends with:\n{self.log_tail()}"
             ),
         )
@@ -448,7 +449,7 @@ class SupervisedUVProvider(UVProvider):
 
 
 class UVOptions(BaseModel):
-    """The UV keys of `task.user.provider_kwargs`."""
+    """The UV keys of `provider_kwargs`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -484,7 +485,7 @@ def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
         UVOptions,
         {**defaults, **target.provider_kwargs},
         "UV",
-        "task.user.provider_kwargs",
+        setting("provider_kwargs"),
     )
     project_path = options.project_path or (
         f"git+https://huggingface.co/spaces/{target.env}"
@@ -492,7 +493,7 @@ def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
     if not project_path.startswith("git+") and not os.path.isdir(project_path):
         raise EnvFailure(
             f"project_path {project_path!r} is not a directory; set "
-            "task.user.provider_kwargs.project_path to the env's source checkout"
+            f"{setting('provider_kwargs.project_path')} to the env's source checkout"
         )
     provider = SupervisedUVProvider(
         project_path=project_path,

@@ -16,12 +16,13 @@ import re
 from collections.abc import Sequence
 
 from openenv_v1.core.launch.env_project import AppChoice
+from openenv_v1.core.setting_names import setting
 
 GRADIO_NEEDED = (
     "the env imports gradio without declaring it in its pyproject.toml dependencies "
     "(openenv-v1 hides gradio from such envs to halve their start), so it was "
-    "relaunched with gradio; set task.user.server_web_ui = true "
-    "(`openenv-v1 check --web-ui`) to skip the first try"
+    f"relaunched with gradio; turn on {setting('server_web_ui')} to skip the "
+    "first try"
 )
 GRADIO_REFUSED = "gradio is hidden from this env server"
 """What the stand-in `gradio` package (no_gradio/) says when it is imported."""
@@ -105,7 +106,7 @@ def no_app_message(
     if user_app:
         return (
             f"env server `uv run ... uvicorn {user_app}` cannot import its "
-            f"app: {failed_apps[-1][1]}; check task.user.provider_kwargs.app "
+            f"app: {failed_apps[-1][1]}; check {setting('provider_kwargs.app')} "
             f"(`module:attribute` importable from the env project); its output "
             f"ends with:\n{tail}"
         )
@@ -114,5 +115,5 @@ def no_app_message(
     )
     return (
         f"none of the env's app candidates could be imported: {tried}; set "
-        "task.user.provider_kwargs.app to the module that calls `create_app`"
+        f"{setting('provider_kwargs.app')} to the module that calls `create_app`"
     )

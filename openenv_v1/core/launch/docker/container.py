@@ -59,6 +59,7 @@ from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.readiness import client_host, wait_ready
 from openenv_v1.core.light_import import without_gradio
+from openenv_v1.core.setting_names import setting
 
 with without_gradio():
     from openenv.core.containers.runtime.providers import LocalDockerProvider
@@ -347,7 +348,7 @@ class DockerLaunch(LocalDockerProvider):
             not_ready=lambda: EnvFailure(
                 f"container {self._container_name} ({self._image_name}) "
                 f"was not ready at {url}/health within {timeout_s:.0f}s (raise "
-                "task.user.launch_timeout_s if it is just slow"
+                f"{setting('launch_timeout_s')} if it is just slow"
                 f"{self._reach_hint()}); its log ends with:\n{self.log_tail()}"
             ),
         )

@@ -42,6 +42,7 @@ from openenv_v1.core.launch.docker.build import (
 )
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
 from openenv_v1.core.launch.docker.context import build_context
+from openenv_v1.core.setting_names import setting
 
 BUILD_TIMEOUT_S = 1800.0
 # Never part of the image's inputs: caches and VCS data that builds do not read.
@@ -173,7 +174,7 @@ def ensure_env_image(
     if dockerfile is None:
         raise EnvFailure(
             f"{folder} has no server/Dockerfile or Dockerfile to build an image from: "
-            "add one, or set task.user.provider_kwargs.image to an existing image"
+            f"add one, or set {setting('provider_kwargs.image')} to an existing image"
         )
     context = build_context(folder, dockerfile, build_args_of(folder))
     build_args = build_args_of(folder, context.mode)
@@ -210,8 +211,9 @@ def image_for(
         if not os.path.isdir(project_path):
             raise EnvFailure(
                 f"project_path {project_path!r} is not a directory; set "
-                "task.user.provider_kwargs.project_path to the env's folder (its "
-                "Dockerfile is built), or provider_kwargs.image to an image"
+                f"{setting('provider_kwargs.project_path')} to the env's folder (its "
+                f"Dockerfile is built), or {setting('provider_kwargs.image')} to an "
+                "image"
             )
         return ensure_env_image(project_path, network=build_network)
     from openenv_v1.core.openenv_lines import hf_space_subdomain

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_v1.core.launch.docker.build import BuildNetwork
 from openenv_v1.core.launch.options import OptionsT, read_options
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
@@ -30,7 +31,7 @@ NOBODY = "65534:65534"
 
 
 class DockerOptions(BaseModel):
-    """The Docker keys of `task.user.provider_kwargs`."""
+    """The Docker keys of `provider_kwargs`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -99,7 +100,7 @@ class DockerOptions(BaseModel):
 def docker_options(target: EnvTarget) -> DockerOptions:
     """`provider_kwargs` read as `DockerOptions` (see `read_image_options`)."""
     return read_image_options(
-        DockerOptions, target, "Docker", "task.user.provider_kwargs"
+        DockerOptions, target, "Docker", setting("provider_kwargs")
     )
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_v1.core.launch.docker.build import BuildNetwork
 from openenv_v1.core.launch.docker.options import read_image_options
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
@@ -88,7 +89,7 @@ class SwarmOptions(BaseModel):
 
 def swarm_options(target: EnvTarget) -> SwarmOptions:
     """`provider_kwargs` read as `SwarmOptions` (see `read_image_options`)."""
-    return read_image_options(SwarmOptions, target, "Swarm", "provider_kwargs")
+    return read_image_options(SwarmOptions, target, "Swarm", setting("provider_kwargs"))
 
 
 def service_limits(options: SwarmOptions) -> list[str]:

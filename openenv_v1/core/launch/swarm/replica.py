@@ -30,6 +30,7 @@ from openenv_v1.core.launch.readiness import wait_ready
 from openenv_v1.core.launch.swarm.options import swarm_options
 from openenv_v1.core.launch.swarm.service import SwarmService
 from openenv_v1.core.launch.swarm.tasks import ENDED, live
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
@@ -106,7 +107,7 @@ class SwarmReplica:
             not_ready=lambda: EnvFailure(
                 f"Swarm task {task_id[:12]} of {self.service.name} was "
                 f"not ready at {url}/health within {timeout_s:.0f}s (raise "
-                "task.user.launch_timeout_s if it is just slow; in ingress mode "
+                f"{setting('launch_timeout_s')} if it is just slow; in ingress mode "
                 "the routing mesh needs IPVS in the kernel, else use publish "
                 "host); its log ends with:\n"
                 f"{self.service.log_tail(task_id)}"

@@ -34,6 +34,7 @@ from openenv_v1.core.launch.docker.reaper import owner_labels
 from openenv_v1.core.launch.swarm.options import SwarmOptions, service_limits
 from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
 from openenv_v1.core.light_import import without_gradio
+from openenv_v1.core.setting_names import setting
 
 with without_gradio():
     from openenv.core.containers.runtime.providers import DockerSwarmProvider
@@ -159,7 +160,7 @@ class SwarmService(DockerSwarmProvider):
                     f"Swarm service {self._service_name} ({self._image_ref()}) had no "
                     f"task with an address within {self.launch_timeout_s:.0f}s "
                     f"(tasks: {summary(tasks)}); raise "
-                    "task.user.launch_timeout_s if the image is just slow to pull"
+                    f"{setting('launch_timeout_s')} if the image is just slow to pull"
                 )
             time.sleep(0.5)
 

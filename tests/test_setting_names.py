@@ -1,0 +1,122 @@
+"""A setting the core names is rendered as the surface the user is on sets it: the
+verifiers 0.2 flag (a field of this line's config), `check`'s flag (an option of its
+parser), and, where the text went as it is, a name that still reads as the setting.
+The verifiers 0.4 spellings are checked against that line's config in
+tests/vf04/test_vf_setting_names.py."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openenv_v1 import OpenEnvConfig
+from openenv_v1.cli import build_parser
+from openenv_v1.cli.check_report import CheckReport
+from openenv_v1.core import EnvFailure
+from openenv_v1.core.launch.env_project import AppChoice
+from openenv_v1.core.launch.uv import NO_GRADIO_DIR
+from openenv_v1.core.launch.uv_diagnosis import (
+    GRADIO_NEEDED,
+    GRADIO_REFUSED,
+    no_app_message,
+)
+from openenv_v1.core.setting_names import (
+    SURFACES,
+    named_settings,
+    render_settings,
+    setting,
+)
+from tests.setting_spellings import SPELLINGS, field_at
+
+
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_each_setting_is_rendered_as_each_surface_spells_it(name):
+    text = f"raise {setting(name)} if it is just slow"
+    for surface, spelled in zip(SURFACES, SPELLINGS[name], strict=True):
+        assert render_settings(text, surface) == f"raise `{spelled}` if it is just slow"
+
+
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_the_verifiers_02_spelling_is_a_field_of_its_config(name):
+    flag = SPELLINGS[name][0]
+    assert field_at(OpenEnvConfig, flag, "--taskset.")
+
+
+def check_options() -> set[str]:
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if a.dest == "command"]
+    check = commands.choices["check"]
+    return {option for action in check._actions for option in action.option_strings}
+
+
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_the_check_spelling_is_a_flag_of_check_or_the_settings_own_name(name):
+    spelled = SPELLINGS[name][2]
+    if spelled == name:  # no flag: `check` has no such setting
+        assert not {o for o in check_options() if o.startswith(f"--{name[:4]}")}
+        return
+    flag, _, value = spelled.partition(" ")
+    assert flag in check_options()
+    if value:  # a provider_kwargs key, set through --provider-kwargs JSON
+        key = name.partition(".")[2]
+        assert json.loads(value.strip("'").replace("...", "null")) == {key: None}
+
+
+def test_a_name_the_core_does_not_have_is_refused_where_it_is_written():
+    with pytest.raises(ValueError, match="'launch_timeout' is not a setting"):
+        setting("launch_timeout")
+    with pytest.raises(ValueError, match="not a setting"):
+        setting("provider_kwargs.App")
+
+
+def test_the_settings_a_failure_names_survive_its_text_travelling_as_it_is():
+    """A shared server's failure reaches a 0.2 simulator as text (the pool's HTTP
+    endpoint): the text alone names the settings, and renders."""
+    failure = EnvFailure(
+        no_app_message(
+            None, [(AppChoice("server.app:app", "openenv.yaml"), "ImportError")], ""
+        )
+    )
+    assert failure.settings == ("provider_kwargs.app",)
+    travelled = json.loads(json.dumps({"error": str(failure)}))["error"]
+    assert named_settings(travelled) == ("provider_kwargs.app",)
+    assert "set `--app` to the module that calls `create_app`" in render_settings(
+        travelled, "check"
+    )
+    # Unrendered, it names the setting as it is called; other backticks are kept.
+    assert "set `provider_kwargs.app` to the module that calls `create_app`" in str(
+        failure
+    )
+
+
+def test_a_launched_servers_own_output_is_rendered_too():
+    """The stand-in gradio runs in the env server, without openenv_v1, and writes the
+    token itself: what it raises there reaches the user rendered (in a failure's
+    output tail)."""
+    stand_in = Path(NO_GRADIO_DIR) / "gradio" / "__init__.py"
+    with pytest.raises(ModuleNotFoundError) as info:
+        exec(compile(stand_in.read_text(), str(stand_in), "exec"), {})
+    assert GRADIO_REFUSED in str(info.value)
+    assert named_settings(str(info.value)) == ("server_web_ui",)
+    assert render_settings(str(info.value), "vf04").endswith(
+        "turn on `--env.taskset.server-web-ui`"
+    )
+
+
+def test_checks_report_names_checks_flags_and_no_hint_restates_them():
+    report = CheckReport(target={"env": "local/x"})
+    report.stage = "launch"
+    report.fail(
+        str(
+            EnvFailure(
+                f"env server was not ready within 5s (raise "
+                f"{setting('launch_timeout_s')} if it is just slow)"
+            )
+        )
+    )
+    assert report.failure is not None
+    assert "(raise `--launch-timeout` if it is just slow)" in report.failure.error
+    assert report.failure.hint is None
+    assert render_settings(GRADIO_NEEDED, "check").endswith(
+        "turn on `--web-ui` to skip the first try"
+    )
