@@ -39,6 +39,7 @@ from openenv_v1.core.launch.docker.cli import DOCKER_VAR
 from openenv_v1.core.launch.uv import SupervisedUVProvider
 from openenv_v1.core.launch.uv_prepared import (
     CACHE_DIR_VAR,
+    SIZE_STAMP,
     USE_DIR,
     hold_prepared_env,
     prepared_env_dir,
@@ -160,11 +161,13 @@ def test_a_removed_projects_environment_goes_at_the_next_launch_unless_in_use(
         assert (gone_env / "bin" / "uvicorn").is_file()  # its server still runs
         (listed,) = [e for e in prepared_envs() if e.path == gone_env]
         assert listed.in_use and listed.gone and listed.source == str(gone)
+    kept_env = prepared_env_dir(str(kept), "wordle-env")
+    (kept_env / SIZE_STAMP).unlink()  # as an earlier openenv-v1 left it
     launch_and_prune(kept, cache)
     assert not gone_env.exists() and not use_record(gone_env).exists()
-    kept_env = prepared_env_dir(str(kept), "wordle-env")
     assert [e.path for e in prepared_envs()] == [kept_env]
-    assert prepared_envs()[0].size > MB  # measured when uv synced it
+    # Measured when uv synced it, or by the first launch that found it unmeasured.
+    assert int((kept_env / SIZE_STAMP).read_text()) == prepared_envs()[0].size > MB
 
 
 def test_past_the_bound_the_least_recently_used_go_first_never_one_in_use(

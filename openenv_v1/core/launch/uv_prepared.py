@@ -114,9 +114,9 @@ def mark_prepared(env_dir: Path, project: Path) -> None:
     measured once per sync (best effort)."""
     stamp = env_dir / PREPARED_STAMP
     with contextlib.suppress(OSError):
-        current = fingerprint(project)
-        if not stamp.is_file() or stamp.read_text() != current:
-            (env_dir / SIZE_STAMP).write_text(str(disk_usage(env_dir)))
+        current, size = fingerprint(project), env_dir / SIZE_STAMP
+        if not size.is_file() or not stamp.is_file() or stamp.read_text() != current:
+            size.write_text(str(disk_usage(env_dir)))
             stamp.write_text(current)
 
 
