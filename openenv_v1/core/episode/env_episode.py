@@ -143,7 +143,8 @@ class EnvEpisode:
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
         server at capacity retried for up to `capacity_wait_s` first."""
-        self._warn_unknown_reset_keys(kwargs)
+        if self.reset_params is not None:
+            _warn_unknown_keys(self.label, self.reset_params, [kwargs])
         started = time.perf_counter()
         try:
             async for attempt in AsyncRetrying(
@@ -210,10 +211,6 @@ class EnvEpisode:
         self.spec = await relist_tools(
             self.client, self.base_url, self.spec, self.limits.step_timeout_s
         )
-
-    def _warn_unknown_reset_keys(self, kwargs: dict[str, Any]) -> None:
-        if self.reset_params is not None:
-            _warn_unknown_keys(self.label, self.reset_params, [kwargs])
 
     async def act(self, reply: str, finish_reason: str | None = None) -> Turn:
         """Apply one model reply written as text and return the next user turn.

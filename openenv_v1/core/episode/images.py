@@ -135,11 +135,15 @@ def _shape_of(name: str, observation: Mapping[str, Any]) -> tuple[str, list] | N
     return None
 
 
-def _too_many_pixels(height: int, width: int) -> str | None:
+def _oversized(
+    name: str, height: int, width: int, channels: int, uses: tuple[str, ...]
+) -> FoundImage | None:
+    """The image refused, when it has more than `MAX_IMAGE_PIXELS` pixels."""
     pixels = height * width
     if pixels <= MAX_IMAGE_PIXELS:
         return None
-    return f"{pixels:,} pixels is over the {MAX_IMAGE_PIXELS:,}-pixel bound"
+    refused = f"{pixels:,} pixels is over the {MAX_IMAGE_PIXELS:,}-pixel bound"
+    return FoundImage(name, height, width, channels, uses, refused=refused)
 
 
 def _image_sides(height: Any, width: Any, channels: Any) -> bool:
@@ -166,9 +170,8 @@ def _from_flat(
     ):
         return None
     uses = (name, shape_key)
-    refused = _too_many_pixels(height, width)
-    if refused:
-        return FoundImage(name, height, width, channels, uses, refused=refused)
+    if oversized := _oversized(name, height, width, channels, uses):
+        return oversized
     pixels = _bytes_of(value)
     if pixels is None:
         return None
@@ -183,9 +186,8 @@ def _from_nested(name: str, rows: list) -> FoundImage | None:
     channels = len(first[0]) if isinstance(first[0], list) else 1
     if not _image_sides(height, width, channels):
         return None
-    refused = _too_many_pixels(height, width)
-    if refused:
-        return FoundImage(name, height, width, channels, (name,), refused=refused)
+    if oversized := _oversized(name, height, width, channels, (name,)):
+        return oversized
     parts = []
     for row in rows:
         if not isinstance(row, list) or len(row) != width:
@@ -244,11 +246,8 @@ def _from_file(name: str, data: bytes) -> FoundImage | None:
             image_format = image.format or ""
             width, height = image.size
             channels = len(image.getbands())
-            refused = _too_many_pixels(height, width)
-            if refused:
-                return FoundImage(
-                    name, height, width, channels, (name,), refused=refused
-                )
+            if oversized := _oversized(name, height, width, channels, (name,)):
+                return oversized
             if image_format not in _PASSED_ON:
                 data, mime = _saved(image), "image/png"
             else:
