@@ -244,9 +244,9 @@ def test_a_network_set_by_hand_or_a_port_on_the_isolated_network_names_the_optio
     before anything runs."""
     for args in (["--network", "host"], ["--net=bridge"]):
         launch = DockerLaunch(env=ENV, options=DockerOptions(docker_run_args=args))
-        with pytest.raises(EnvFailure, match="use provider_kwargs.network"):
+        with pytest.raises(EnvFailure, match="use `provider_kwargs.network`"):
             launch.start_container("any/image")
     launch = DockerLaunch(env=ENV, options=DockerOptions(port=8123))
-    with pytest.raises(EnvFailure, match="set provider_kwargs.egress = true"):
+    with pytest.raises(EnvFailure, match="set `provider_kwargs.egress = true`"):
         launch.start_container("any/image")
     assert launch.container is None

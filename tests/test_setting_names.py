@@ -5,6 +5,7 @@ The verifiers 0.4 spellings are checked against that line's config in
 tests/vf04/test_vf_setting_names.py."""
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,71 @@ def test_the_check_spelling_is_a_flag_of_check_or_the_settings_own_name(name):
     if value:  # a provider_kwargs key, set through --provider-kwargs JSON
         key = name.partition(".")[2]
         assert json.loads(value.strip("'").replace("...", "null")) == {key: None}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "spelled"),
+    [
+        (
+            "provider_kwargs.egress",
+            True,
+            (
+                "--taskset.task.user.provider-kwargs.egress true",
+                "--env.taskset.provider-kwargs.egress true",
+                "--provider-kwargs '{\"egress\": true}'",
+            ),
+        ),
+        (
+            "provider_kwargs.user",
+            "root",
+            (
+                "--taskset.task.user.provider-kwargs.user root",
+                "--env.taskset.provider-kwargs.user root",
+                '--provider-kwargs \'{"user": "root"}\'',
+            ),
+        ),
+        (
+            "provider_kwargs.app",
+            "pkg.server.app:app",
+            (
+                "--taskset.task.user.provider-kwargs.app pkg.server.app:app",
+                "--env.taskset.provider-kwargs.app pkg.server.app:app",
+                "--app pkg.server.app:app",
+            ),
+        ),
+        (
+            "server_web_ui",
+            True,
+            (
+                "--taskset.task.user.server-web-ui true",
+                "--env.taskset.server-web-ui true",
+                "--web-ui",  # a switch: check's flag takes no value
+            ),
+        ),
+        (
+            "launch_timeout_s",
+            300,
+            (
+                "--taskset.task.user.launch-timeout-s 300",
+                "--env.taskset.launch-timeout-s 300",
+                "--launch-timeout 300",
+            ),
+        ),
+    ],
+)
+def test_a_setting_named_with_its_value_is_rendered_as_the_flag_given_it(
+    name, value, spelled
+):
+    token = setting(name, value)
+    assert token == f"`{name} = {json.dumps(value)}`"  # unrendered: as in a TOML
+    assert named_settings(f"set {token} to skip it") == (name,)
+    for surface, expected in zip(SURFACES, spelled, strict=True):
+        assert render_settings(f"set {token} to", surface) == f"set `{expected}` to"
+    # check's rendering, typed as it stands, sets that value.
+    args = vars(build_parser().parse_args(["check", "x/y", *shlex.split(spelled[2])]))
+    dest = spelled[2].split()[0].removeprefix("--").replace("-", "_")
+    expected = {name.partition(".")[2]: value} if dest == "provider_kwargs" else value
+    assert args[dest] == expected
 
 
 def test_a_name_the_core_does_not_have_is_refused_where_it_is_written():

@@ -34,6 +34,7 @@ from typing import Literal
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import DOCKER_VAR, docker_cli
+from openenv_v1.core.setting_names import setting
 
 BUILD_NETWORK_VAR = "OPENENV_V1_BUILD_NETWORK"
 """Environment variable setting the build network (`default` or `host`) where
@@ -132,7 +133,8 @@ def build_failure(
         hint = (
             "; a step could not reach the network from Docker's default build "
             "network: where package registries answer only from this host's "
-            'network, build on it with provider_kwargs.build_network = "host" (or '
+            "network, build on it with "
+            f"{setting('provider_kwargs.build_network', 'host')} (or "
             f"{BUILD_NETWORK_VAR}=host), which also lets the Dockerfile's RUN steps "
             "reach this host's loopback services"
         )

@@ -169,9 +169,10 @@ class DockerLaunch(LocalDockerProvider):
         publish = options.egress or options.network is not None
         if (port or options.port) and not publish:
             raise EnvFailure(
-                "provider_kwargs.port publishes the server on the host, and the "
-                "isolated network publishes nothing: set provider_kwargs.egress = true "
-                "(or provider_kwargs.network) to publish it, or drop port"
+                f"{setting('provider_kwargs.port')} publishes the server on the host, "
+                "and the isolated network publishes nothing: set "
+                f"{setting('provider_kwargs.egress', True)} (or "
+                f"{setting('provider_kwargs.network')}) to publish it, or drop port"
             )
         network = self._network()
         # OpenEnv's names are `<image>-<ms>`: shared containers may start within one ms.
@@ -237,9 +238,9 @@ class DockerLaunch(LocalDockerProvider):
                 ("--network=", "--net=")
             ):
                 raise EnvFailure(
-                    "provider_kwargs.docker_run_args sets the network: use "
-                    "provider_kwargs.network (an existing network) or "
-                    "provider_kwargs.egress = true instead"
+                    f"{setting('provider_kwargs.docker_run_args')} sets the network: "
+                    f"use {setting('provider_kwargs.network')} (an existing network) "
+                    f"or {setting('provider_kwargs.egress', True)} instead"
                 )
         if options.network is not None:
             return options.network
@@ -326,8 +327,9 @@ class DockerLaunch(LocalDockerProvider):
             raise EnvFailure(exited)
         logger.warning(
             "%s: image %s needs root: its server exited before it was ready as uid "
-            '65534 (provider_kwargs.user "auto"), so it runs as root, without '
-            'capabilities (set provider_kwargs.user = "root" to skip the try, or '
+            f"65534 ({setting('provider_kwargs.user', 'auto')}), so it runs as root, "
+            f"without capabilities (set {setting('provider_kwargs.user', 'root')} to "
+            "skip the try, or "
             "give the image a USER of its own); as uid 65534: %s",
             self.env,
             image,
@@ -372,8 +374,8 @@ class DockerLaunch(LocalDockerProvider):
         return (
             f"; this host reaches it at {self.address} on the internal network "
             f"{self.network}, which Docker Desktop, rootless Docker and a remote "
-            "DOCKER_HOST cannot: there, set provider_kwargs.egress = true to "
-            "publish it on 127.0.0.1"
+            f"DOCKER_HOST cannot: there, set {setting('provider_kwargs.egress', True)} "
+            "to publish it on 127.0.0.1"
         )
 
     def _remove_container(self) -> None:
@@ -399,13 +401,14 @@ class DockerLaunch(LocalDockerProvider):
         why = ""
         if state.get("OOMKilled"):
             why = (
-                " (killed for exceeding its memory limit: raise provider_kwargs.memory)"
+                " (killed for exceeding its memory limit: raise "
+                f"{setting('provider_kwargs.memory')})"
             )
         who = ""
         if self.user is not None and self.user != "root" and not self._auto_user:
             who = (
                 f" (it ran as user {self.user}: if the image needs root, set "
-                'provider_kwargs.user = "root")'
+                f"{setting('provider_kwargs.user', 'root')})"
             )
         return (
             f"container {self._container_name} ({self._image_name}) exited "

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
 from openenv_v1.core.launch.docker.reaper import owner_labels
+from openenv_v1.core.setting_names import setting
 
 GATEWAY_PORT = 8000
 # The forwarder: each connection to port argv[3] is piped to argv[1]:argv[2].
@@ -79,7 +80,8 @@ class Gateway:
             raise EnvFailure(
                 f"cannot start the loopback gateway to Swarm task {address} (it runs "
                 f"python3 from {image}): {(result.stderr or result.stdout).strip()} "
-                '(or set provider_kwargs.publish = "host" to publish the tasks)'
+                f"(or set {setting('provider_kwargs.publish', 'host')} to publish the "
+                "tasks)"
             )
         container = result.stdout.strip()
         gateway = cls(container, "", "")

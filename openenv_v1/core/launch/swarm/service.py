@@ -197,7 +197,7 @@ class SwarmService(DockerSwarmProvider):
         if self.user is not None and self.user != "0:0":
             who = (
                 f" (it ran as user {self.user}: if the image needs root, set "
-                'provider_kwargs.user = "root")'
+                f"{setting('provider_kwargs.user', 'root')})"
             )
         return (
             f"Swarm task {task.id[:12]} of service {self._service_name} "
