@@ -187,7 +187,7 @@ async def test_a_metadata_task_reaches_the_model_from_an_openenv_core_030_server
         report = CheckReport(target={"base_url": url})
         await run_check(CheckOptions(EnvTarget(base_url=url), probe_sessions=0), report)
         assert report.ok, report.failure
-        assert TASK_QUESTION in report.reset["turn"]
+        assert TASK_QUESTION in report.reset.turn
         (warning,) = [w for w in report.warnings if "shows the model nothing" in w]
         assert "strip it from /ws replies" in warning and "ground_truth" in warning
 
@@ -206,7 +206,7 @@ async def test_check_warns_when_the_task_never_reaches_the_model():
         report = CheckReport(target={"base_url": url})
         await run_check(CheckOptions(EnvTarget(base_url=url), probe_sessions=0), report)
         assert report.ok, report.failure
-        assert [t["name"] for t in report.tools] == ["list_notes", "unlock"]
+        assert [t.name for t in report.tools] == ["list_notes", "unlock"]
         assert any("the task never reaches the model" in w for w in report.warnings)
 
 
@@ -214,9 +214,9 @@ async def test_the_capacity_probe_resets_each_session():
     with served("fragile_app") as url:
         report = CheckReport(target={"base_url": url})
         await run_check(CheckOptions(EnvTarget(base_url=url), probe_sessions=3), report)
-        assert report.sessions["status"] == "reset failed", report.sessions
-        assert report.sessions["accepted"] == 1
-        assert "cannot switch to a different thread" in report.sessions["error"]
+        assert report.sessions.status == "reset failed", report.sessions
+        assert report.sessions.accepted == 1
+        assert "cannot switch to a different thread" in report.sessions.error
         assert "session 2 opened but its reset failed" in render_report(report)
 
 

@@ -37,43 +37,40 @@ a warning; with nothing there either, the warning says the task never reaches th
 model. An MCP env's tools are listed again after the reset (as a rollout does); none
 then is a failure.
 
-The stages live beside this file: `check_report.py` (what was asked and found),
-`check_stages.py` (what the server serves), `check_sessions.py` (fresh sessions).
+The stages are data: `STAGES` names each, its function and the report field its
+typed summary fills, and one loop runs them. They live beside this file:
+`check_report.py` (what was asked and found), `check_stages.py` (the rollout's
+session: what the server serves, reset, step), `check_sessions.py` (fresh sessions).
 
 Nothing here imports verifiers.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from openenv_v1.cli.check_report import CheckOptions, CheckReport
-from openenv_v1.cli.check_sessions import probe_sessions, seed_check
+from openenv_v1.cli.check_report import CheckOptions, CheckReport, ManifestFindings
+from openenv_v1.cli.check_sessions import check_seeds, probe
 from openenv_v1.cli.check_stages import (
+    CheckRun,
     StageFailed,
-    action_summary,
-    check_reset_keys,
-    raw_action_schema,
+    play_reset,
+    play_step,
     read_health,
     read_metadata,
+    read_schema,
     read_tasks,
-    result_summary,
-    stage_call,
-    tool_summary,
-    turn_summary,
-    visible_task,
+    steps,
 )
-from openenv_v1.core.episode.actions import InvalidAction, parse_action
 from openenv_v1.core.episode.env_source import env_source_dir
-from openenv_v1.core.episode.mcp_route import SessionRpcClient, route_mcp_steps
-from openenv_v1.core.episode.schema import fetch_action_spec, relist_tools
-from openenv_v1.core.episode.turns import TurnRenderer
+from openenv_v1.core.episode.mcp_route import route_mcp_steps
 from openenv_v1.core.errors import EnvFailure, describe, keep_error_frames
 from openenv_v1.core.http_client import http_base
 from openenv_v1.core.launch.plan import launcher_label
@@ -94,7 +91,7 @@ async def run_check(
     try:
         async with contextlib.AsyncExitStack() as stack:
             try:
-                await _check(options, report, stack, progress)
+                await _check(CheckRun(options, report, stack, progress))
             except (StageFailed, EnvFailure) as e:
                 # Read before the stack stops the server and removes its log.
                 raise StageFailed(_with_server_output(str(e), report)) from e
@@ -126,131 +123,73 @@ def _with_server_output(error: str, report: CheckReport) -> str:
     return f"{error}\nthe env server's output ends with:\n{tail}" if tail else error
 
 
-async def _check(
-    options: CheckOptions,
-    report: CheckReport,
-    stack: contextlib.AsyncExitStack,
-    progress: Callable[[str], None],
-) -> None:
-    target = options.target
-    report.stage = "manifest"
-    if not target.base_url:
-        try:
-            manifest = read_manifest(target.provider_kwargs.get("project_path"))
-        except ManifestError as e:
-            raise StageFailed(str(e)) from e
-        report.manifest = manifest.summary() if manifest else None
-    report.stage = "connect" if target.base_url else "launch"
-    progress(_launch_line(target))
+async def _read_manifest(run: CheckRun) -> ManifestFindings | None:
+    try:
+        manifest = read_manifest(run.options.target.provider_kwargs.get("project_path"))
+    except ManifestError as e:
+        raise StageFailed(str(e)) from e
+    return ManifestFindings.of(manifest) if manifest else None
+
+
+async def _open(run: CheckRun) -> str:
+    """The rollout's session, launched or connected by `open_env`; the server's URL."""
+    target = run.options.target
+    run.progress(_launch_line(target))
     started = time.monotonic()
-    client = await open_env(target, stack, on_launch=report.record_launch)
-    report.launch_s = round(time.monotonic() - started, 2)
-    client = route_mcp_steps(
+    client = await open_env(target, run.stack, on_launch=run.report.record_launch)
+    run.report.launch_s = round(time.monotonic() - started, 2)
+    run.client = route_mcp_steps(
         keep_error_frames(client), env_source_dir(target), target.label
     )
-    url = http_base(client.base_url or target.label)
-    report.server_url = url
-
-    async with httpx.AsyncClient(timeout=options.timeout_s, trust_env=False) as http:
-        report.stage = "health"
-        report.health = await read_health(http, url)
-        report.stage = "metadata"
-        report.metadata = await read_metadata(http, url, report)
-        report.stage = "tasks"
-        report.tasks = await asyncio.to_thread(
-            read_tasks, url, options.timeout_s, report
-        )
-        report.stage = "schema"
-        raw_action = await raw_action_schema(http, url)
-    spec = await fetch_action_spec(client, url, options.timeout_s)
-    report.action = action_summary(spec, raw_action)
-    if spec.is_mcp:
-        rpc = isinstance(client, SessionRpcClient)
-        report.action["mcp_route"] = "session_rpc" if rpc else "step"
-        report.tools = [tool_summary(t) for t in spec.tools or ()]
-
-    report.stage = "reset"
-    await asyncio.to_thread(check_reset_keys, options, report)
-    first = await stage_call(
-        "reset", client.reset(**options.reset), options.timeout_s, client
+    run.url = http_base(run.client.base_url or target.label)
+    run.http = await run.stack.enter_async_context(
+        httpx.AsyncClient(timeout=run.timeout_s, trust_env=False)
     )
-    if spec.is_mcp:
-        # As a rollout does: an env may start its tool server in reset.
-        spec = await relist_tools(client, url, spec, options.timeout_s)
-        report.tools = [tool_summary(t) for t in spec.tools or ()]
-        if not spec.tools:
-            raise StageFailed(
-                "the MCP env lists no tools after reset: the model could not act "
-                "(every call would be refused as an unknown tool)"
-            )
-    turns = TurnRenderer(
-        images=options.observation_images, max_chars=options.max_observation_chars
-    )
-    opening = await visible_task(client, first.observation or {}, options, report)
-    report.reset = {
-        "kwargs": options.reset,
-        **result_summary(first),
-        **turn_summary(turns.opening(opening, spec)),
-    }
+    return run.url
 
-    action: dict[str, Any] | None = None
-    stepped = None
-    if options.action is not None and first.done:
-        report.warnings.append("reset reported done, so --action was not stepped")
-    elif options.action is not None:
-        report.stage = "step"
-        try:
-            action = parse_action(options.action, spec)
-        except InvalidAction as e:
-            raise StageFailed(f"--action is not a valid action: {e}") from e
-        stepped = await stage_call(
-            "step", client.step(action), options.timeout_s, client
-        )
-        report.step = {
-            "action": action,
-            **result_summary(stepped),
-            **turn_summary(turns.observation(stepped.observation or {})),
-        }
 
-    # The rollout's session is done: free its slot (the server keeps running) so the
-    # fresh sessions below fit on a server that allows only one.
-    await client.disconnect()
-    session = EnvTarget(base_url=url, connect_timeout_s=target.connect_timeout_s)
-    report.stage = "seed check"
-    report.seed_check = await seed_check(
-        session,
-        options,
-        result_summary(first),
-        action,
-        result_summary(stepped) if stepped is not None else None,
-    )
-    if report.seed_check["status"] == "differs":
-        report.warnings.append(
-            "the same seed gave different results on two fresh sessions: "
-            + ", ".join(report.seed_check["differences"])
-        )
-    elif report.seed_check["status"] == "error":
-        report.warnings.append(f"seed check failed: {report.seed_check['error']}")
-    report.stage = "sessions"
-    report.sessions = await probe_sessions(session, options)
-    if report.sessions["status"] == "reset failed":
-        held = report.sessions["accepted"]
-        report.warnings.append(
-            (
-                f"only {held} concurrent session(s) can reset"
-                if held
-                else "a session after the check's own cannot reset"
-            )
-            + f": the reset of probe session {held + 1} failed "
-            f"({report.sessions['error']}); "
-            + (
-                "keep the eval's concurrency at that"
-                if held
-                else "the server may "
-                "take one reset per process: a server per rollout (Docker) avoids it"
-            )
-        )
-    report.stage = "cleanup"
+def _connects(run: CheckRun) -> bool:
+    return bool(run.options.target.base_url)
+
+
+def _launches(run: CheckRun) -> bool:
+    return not run.options.target.base_url
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its `name` (what a failure there is reported at), its function,
+    and the `CheckReport` field its typed summary fills; it runs only `when` true."""
+
+    name: str
+    run: Callable[[CheckRun], Awaitable[Any]]
+    summary: str
+    when: Callable[[CheckRun], bool] = lambda _: True
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("manifest", _read_manifest, "manifest", when=_launches),
+    Stage("connect", _open, "server_url", when=_connects),
+    Stage("launch", _open, "server_url", when=_launches),
+    Stage("health", read_health, "health"),
+    Stage("metadata", read_metadata, "metadata"),
+    Stage("tasks", read_tasks, "tasks"),
+    Stage("schema", read_schema, "action"),
+    Stage("reset", play_reset, "reset"),
+    Stage("step", play_step, "step", when=steps),
+    Stage("seed check", check_seeds, "seed_check"),
+    Stage("sessions", probe, "sessions"),
+)
+_FIELDS = {f.name for f in dataclasses.fields(CheckReport)}
+assert {s.summary for s in STAGES} <= _FIELDS, "each stage fills a report field"
+
+
+async def _check(run: CheckRun) -> None:
+    for stage in STAGES:
+        if stage.when(run):
+            run.report.stage = stage.name
+            setattr(run.report, stage.summary, await stage.run(run))
+    run.report.stage = "cleanup"
 
 
 def _launch_line(target: EnvTarget) -> str:

@@ -1,6 +1,8 @@
 """The stages of `openenv-v1 check` on fresh sessions of the server: the seed check
 (the same reset, and action, twice: the same results?) and the session probe (how many
-concurrent sessions the server accepts).
+concurrent sessions the server accepts). The rollout's own session is closed first:
+its slot is freed (the server keeps running) so they fit on a server that allows only
+one.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from openenv_v1.cli.check_report import CheckOptions
-from openenv_v1.cli.check_stages import StageFailed, result_summary, stage_call
+from openenv_v1.cli.check_report import CheckOptions, Outcome, SeedCheck, Sessions
+from openenv_v1.cli.check_stages import CheckRun, StageFailed, stage_call
 from openenv_v1.core.episode.env_source import env_source_dir
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
 from openenv_v1.core.errors import (
@@ -29,18 +31,41 @@ _CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
 _CAPACITY_RETRY_S = 5.0
 
 
+def _fresh(run: CheckRun) -> EnvTarget:
+    return EnvTarget(
+        base_url=run.url, connect_timeout_s=run.options.target.connect_timeout_s
+    )
+
+
+async def check_seeds(run: CheckRun) -> SeedCheck:
+    """The seed check, after the rollout's session is closed; a warning when the
+    results differ or the check itself failed."""
+    await run.client.disconnect()
+    first = Outcome.of(run.first)
+    stepped = Outcome.of(run.stepped) if run.stepped is not None else None
+    found = await seed_check(_fresh(run), run.options, first, run.action, stepped)
+    if found.status == "differs":
+        run.report.warnings.append(
+            "the same seed gave different results on two fresh sessions: "
+            + ", ".join(found.differences or ())
+        )
+    elif found.status == "error":
+        run.report.warnings.append(f"seed check failed: {found.error}")
+    return found
+
+
 async def seed_check(
     session: EnvTarget,
     options: CheckOptions,
-    first: dict[str, Any],
+    first: Outcome,
     action: dict[str, Any] | None,
-    stepped: dict[str, Any] | None,
-) -> dict[str, Any]:
+    stepped: Outcome | None,
+) -> SeedCheck:
     """Repeat the reset (and the action) on a fresh session and compare. Without a
     seed in the reset kwargs: whether the env honours seeds at all."""
     if "seed" not in options.reset:
         return await _seed_honoured(session, options)
-    compared = ["reset"] + (["step"] if action is not None else [])
+    compared = ("reset", "step") if action is not None else ("reset",)
     try:
         async with contextlib.AsyncExitStack() as stack:
             client = route_mcp_steps(
@@ -53,22 +78,19 @@ async def seed_check(
                     "reset", client.reset(**options.reset), options.timeout_s
                 )
             )
-            differences = _differences("reset", first, result_summary(again))
+            differences = _differences("reset", first, Outcome.of(again))
             if action is not None and stepped is not None:
                 step = await stage_call("step", client.step(action), options.timeout_s)
-                differences += _differences("step", stepped, result_summary(step))
+                differences += _differences("step", stepped, Outcome.of(step))
     except (StageFailed, EnvFailure) as e:
-        return {"status": "error", "compared": compared, "error": str(e)}
-    return {
-        "status": "differs" if differences else "match",
-        "compared": compared,
-        "differences": differences,
-    }
+        return SeedCheck("error", compared, error=str(e))
+    status = "differs" if differences else "match"
+    return SeedCheck(status, compared, differences=differences)
 
 
 async def _seeded_reset(
     session: EnvTarget, options: CheckOptions, seed: int
-) -> dict[str, Any]:
+) -> Outcome:
     """`reset(**reset, seed=seed)` on a fresh session."""
     async with contextlib.AsyncExitStack() as stack:
         client = route_mcp_steps(
@@ -77,14 +99,14 @@ async def _seeded_reset(
             options.target.label,
         )
         kwargs = {**options.reset, "seed": seed}
-        return result_summary(
+        return Outcome.of(
             await _retry_capacity(
                 lambda: stage_call("reset", client.reset(**kwargs), options.timeout_s)
             )
         )
 
 
-async def _seed_honoured(session: EnvTarget, options: CheckOptions) -> dict[str, Any]:
+async def _seed_honoured(session: EnvTarget, options: CheckOptions) -> SeedCheck:
     """Reset with seed 1 on two fresh sessions and with seed 2 on a third: `honoured`
     (seed 1 twice alike, seed 2 different), `ignored` (all alike: the seed changes
     nothing the reset shows) or `not honoured` (seed 1 twice different). Rollouts of
@@ -94,18 +116,13 @@ async def _seed_honoured(session: EnvTarget, options: CheckOptions) -> dict[str,
         again = await _seeded_reset(session, options, 1)
         two = await _seeded_reset(session, options, 2)
     except (StageFailed, EnvFailure) as e:
-        return {"status": "error", "compared": ["reset"], "error": str(e)}
+        return SeedCheck("error", ("reset",), error=str(e))
     repeat = _differences("reset", one, again)
     if repeat:
         status = "not honoured"
     else:
         status = "honoured" if _differences("reset", one, two) else "ignored"
-    return {
-        "status": status,
-        "compared": ["reset"],
-        "seeds": [1, 1, 2],
-        "differences": repeat,
-    }
+    return SeedCheck(status, ("reset",), seeds=(1, 1, 2), differences=repeat)
 
 
 async def _retry_capacity(call: Callable[[], Awaitable[Any]]) -> Any:
@@ -120,21 +137,48 @@ async def _retry_capacity(call: Callable[[], Awaitable[Any]]) -> Any:
             await asyncio.sleep(0.2)
 
 
-def _differences(what: str, a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    found = [f"{what}.{k}" for k in ("reward", "done") if a.get(k) != b.get(k)]
-    obs_a, obs_b = a.get("observation") or {}, b.get("observation") or {}
+def _differences(what: str, a: Outcome, b: Outcome) -> tuple[str, ...]:
+    found = [
+        f"{what}.{k}" for k in ("reward", "done") if getattr(a, k) != getattr(b, k)
+    ]
+    obs_a, obs_b = a.observation or {}, b.observation or {}
     found += [
         f"{what}.observation.{k}"
         for k in sorted(set(obs_a) | set(obs_b))
         if obs_a.get(k) != obs_b.get(k)
     ]
+    return tuple(found)
+
+
+async def probe(run: CheckRun) -> Sessions:
+    """The session probe; a warning when a further session opened but could not
+    reset."""
+    found = await probe_sessions(_fresh(run), run.options)
+    if found.status == "reset failed":
+        held = found.accepted or 0
+        run.report.warnings.append(
+            (
+                f"only {held} concurrent session(s) can reset"
+                if held
+                else "a session after the check's own cannot reset"
+            )
+            + f": the reset of probe session {held + 1} failed ({found.error}); "
+            + (
+                "keep the eval's concurrency at that"
+                if held
+                else "the server may "
+                "take one reset per process: a server per rollout (Docker) avoids it"
+            )
+        )
     return found
 
 
-async def probe_sessions(session: EnvTarget, options: CheckOptions) -> dict[str, Any]:
+async def probe_sessions(session: EnvTarget, options: CheckOptions) -> Sessions:
+    """Sessions opened and reset one by one, up to `probe_sessions`, until one is
+    refused (its error names the server's bound) or fails."""
     bound = options.probe_sessions
     if bound <= 0:
-        return {"status": "not probed"}
+        return Sessions("not probed")
     async with contextlib.AsyncExitStack() as stack:
         for held in range(bound):
             # The first probe may still meet the sessions closed just before it.
@@ -144,23 +188,24 @@ async def probe_sessions(session: EnvTarget, options: CheckOptions) -> dict[str,
                     session, stack, options.timeout_s, patience, options.reset
                 )
             except Exception as e:
-                code = server_error_code(e)
-                if code is not None and code != "CAPACITY_REACHED":
-                    return {
-                        "status": "reset failed",
-                        "accepted": held,
-                        "error": f"{code}: {server_error_message(e)}",
-                    }
-                if code is None:
-                    return {"status": "unknown", "accepted": held, "error": describe(e)}
-                found = _CAPACITY.search(server_error_message(e))
-                return {
-                    "status": "refused",
-                    "accepted": held,
-                    "max_sessions": int(found["max"]) if found else held,
-                    "active_at_refusal": int(found["active"]) if found else None,
-                }
-    return {"status": "all accepted", "accepted": bound, "at_least": bound}
+                return _refusal(e, held)
+    return Sessions("all accepted", accepted=bound, at_least=bound)
+
+
+def _refusal(e: Exception, held: int) -> Sessions:
+    code = server_error_code(e)
+    if code is None:
+        return Sessions("unknown", accepted=held, error=describe(e))
+    if code != "CAPACITY_REACHED":
+        error = f"{code}: {server_error_message(e)}"
+        return Sessions("reset failed", accepted=held, error=error)
+    found = _CAPACITY.search(server_error_message(e))
+    return Sessions(
+        "refused",
+        accepted=held,
+        max_sessions=int(found["max"]) if found else held,
+        active_at_refusal=int(found["active"]) if found else None,
+    )
 
 
 async def _open_probe(

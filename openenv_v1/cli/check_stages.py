@@ -1,6 +1,10 @@
-"""The stages of `openenv-v1 check` that read what the server serves: health,
-metadata, the Task API, the action schema and tools, the reset's kwargs and the task
-the model is shown; and how a stage's call fails (`StageFailed`, `stage_call`).
+"""The stages of `openenv-v1 check` on the rollout's own session: what the server
+serves (health, metadata, the Task API, the action schema and tools), then the reset
+(its kwargs, and the task the model is shown) and one step; `CheckRun`, what the
+stages share, and how a stage's call fails (`StageFailed`, `stage_call`).
+
+Each stage is `async (CheckRun) -> summary`, the value `check.py`'s table puts in
+the report; a stage adds warnings to the report itself.
 """
 
 from __future__ import annotations
@@ -8,16 +12,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from openenv_v1.cli.check_report import CheckOptions, CheckReport
+from openenv_v1.cli.check_report import (
+    ActionInfo,
+    CheckOptions,
+    CheckReport,
+    FieldInfo,
+    ModelGets,
+    Outcome,
+    ResetPlayed,
+    Split,
+    StepPlayed,
+    Tasks,
+    ToolInfo,
+)
+from openenv_v1.core.episode.actions import InvalidAction, parse_action
 from openenv_v1.core.episode.env_source import env_source_dir, read_reset_params
-from openenv_v1.core.episode.mcp_route import locked_core_version
-from openenv_v1.core.episode.schema import ActionSpec
-from openenv_v1.core.episode.turns import Turn
+from openenv_v1.core.episode.mcp_route import SessionRpcClient, locked_core_version
+from openenv_v1.core.episode.schema import ActionSpec, fetch_action_spec, relist_tools
+from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.episode.view import shows_nothing, task_from_state
 from openenv_v1.core.errors import (
     EnvFailure,
@@ -33,9 +51,41 @@ class StageFailed(Exception):
     """The current stage failed; `str()` is the cause."""
 
 
-async def read_health(http: httpx.AsyncClient, url: str) -> str:
+@dataclass
+class CheckRun:
+    """One check's working state: what it was asked, its report, and what earlier
+    stages opened (the rollout's session `client` at `url`, an HTTP client) or found
+    (the action spec, the reset's and the step's results)."""
+
+    options: CheckOptions
+    report: CheckReport
+    stack: contextlib.AsyncExitStack
+    progress: Callable[[str], None]
+    client: Any = None
+    url: str = ""
+    http: httpx.AsyncClient = field(init=False)
+    spec: ActionSpec = field(init=False)
+    raw_action: dict[str, Any] = field(default_factory=dict)
+    first: Any = None
+    action: dict[str, Any] | None = None
+    stepped: Any = None
+
+    @property
+    def timeout_s(self) -> float:
+        return self.options.timeout_s
+
+    @property
+    def turns(self) -> TurnRenderer:
+        return TurnRenderer(
+            images=self.options.observation_images,
+            max_chars=self.options.max_observation_chars,
+        )
+
+
+async def read_health(run: CheckRun) -> str:
+    url = run.url
     try:
-        response = await http.get(f"{url}/health")
+        response = await run.http.get(f"{url}/health")
     except httpx.HTTPError as e:
         raise StageFailed(f"GET {url}/health failed: {describe(e)}") from e
     if response.status_code != 200:
@@ -47,54 +97,64 @@ async def read_health(http: httpx.AsyncClient, url: str) -> str:
     return "ok"
 
 
-async def read_metadata(
-    http: httpx.AsyncClient, url: str, report: CheckReport
-) -> dict[str, Any] | None:
+async def read_metadata(run: CheckRun) -> dict[str, Any] | None:
     """The env's `/metadata` (name, version, ...), or None when it has none."""
     try:
-        response = await http.get(f"{url}/metadata")
+        response = await run.http.get(f"{run.url}/metadata")
         if response.status_code == 404:
             return None
         response.raise_for_status()
         body = response.json()
     except (httpx.HTTPError, ValueError) as e:
-        report.warnings.append(f"GET {url}/metadata failed: {describe(e)}")
+        run.report.warnings.append(f"GET {run.url}/metadata failed: {describe(e)}")
         return None
     if not isinstance(body, dict):
         return None
     return {k: v for k, v in body.items() if v not in (None, "")}
 
 
-def read_tasks(url: str, timeout_s: float, report: CheckReport) -> dict[str, Any]:
+async def read_tasks(run: CheckRun) -> Tasks:
     """The server's Task API and what a taskset without `resets` would run."""
+    return await asyncio.to_thread(_read_tasks, run.url, run.timeout_s, run.report)
+
+
+def _read_tasks(url: str, timeout_s: float, report: CheckReport) -> Tasks:
+    none = Tasks(offered=False, splits=(), taskset_uses="default reset")
     try:
         api = read_task_api(url, timeout_s)
         if api is None:
-            return {"offered": False, "splits": [], "taskset_uses": "default reset"}
-        splits = [
-            {"name": s.name, "type": s.type, "num_tasks": api.num_tasks(s.name)}
-            for s in api.splits
-        ]
+            return none
+        splits = tuple(Split(s.name, s.type, api.num_tasks(s.name)) for s in api.splits)
         chosen = api.choose_split(None)
     except EnvFailure as e:
         report.warnings.append(f"the Task API failed: {e}")
-        return {"offered": False, "splits": [], "taskset_uses": "default reset"}
-    return {
-        "offered": True,
-        "env_name": api.env_name,
-        "splits": splits,
-        "split": chosen,
-        "taskset_uses": "env tasks",
-    }
+        return none
+    return Tasks(True, splits, "env tasks", env_name=api.env_name, split=chosen)
 
 
-async def raw_action_schema(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
-    """The server's own action schema; `fetch_action_spec` replaces an MCP env's with
-    the call-tool format, and the original title is worth showing."""
+async def read_schema(run: CheckRun) -> ActionInfo:
+    """The action contract as a rollout reads it; for an MCP env, its tools too, and
+    whether its calls go as steps or as the session's JSON-RPC."""
     with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
-        response = await http.get(f"{url}/schema")
-        return dict(response.json()["action"])
-    return {}
+        # `fetch_action_spec` replaces an MCP env's schema with the call-tool
+        # format; the server's own title is worth showing.
+        run.raw_action = dict(
+            (await run.http.get(f"{run.url}/schema")).json()["action"]
+        )
+    run.spec = spec = await fetch_action_spec(run.client, run.url, run.timeout_s)
+    hidden = frozenset(set(spec.schema.get("properties") or {}) - set(spec.fields))
+    route = None
+    if spec.is_mcp:
+        route = "session_rpc" if isinstance(run.client, SessionRpcClient) else "step"
+        run.report.tools = tool_infos(spec)
+    return ActionInfo(
+        title=run.raw_action.get("title") or spec.schema.get("title"),
+        mcp=spec.is_mcp,
+        fields=_fields(spec.schema, hidden),
+        raw_field=spec.raw_field,
+        schema=run.raw_action or spec.schema,
+        mcp_route=route,
+    )
 
 
 def type_label(spec: dict[str, Any]) -> str:
@@ -118,43 +178,87 @@ def type_label(spec: dict[str, Any]) -> str:
     return str(kind or "any")
 
 
-def _fields(schema: dict[str, Any], hidden: frozenset[str]) -> list[dict[str, Any]]:
+def _fields(schema: dict[str, Any], hidden: frozenset[str]) -> tuple[FieldInfo, ...]:
     required = set(schema.get("required") or ())
-    return [
-        {
-            "name": name,
-            "type": type_label(prop),
-            "required": name in required,
-            "description": (prop.get("description") or "")
+    return tuple(
+        FieldInfo(
+            name=name,
+            type=type_label(prop),
+            required=name in required,
+            description=(prop.get("description") or "")
             if isinstance(prop, dict)
             else "",
-        }
+        )
         for name, prop in (schema.get("properties") or {}).items()
         if name not in hidden
-    ]
+    )
 
 
-def action_summary(spec: ActionSpec, raw: dict[str, Any]) -> dict[str, Any]:
-    hidden = frozenset(set(spec.schema.get("properties") or {}) - set(spec.fields))
+def tool_infos(spec: ActionSpec) -> tuple[ToolInfo, ...]:
+    return tuple(
+        ToolInfo(
+            t.name, t.description, _fields(t.input_schema, frozenset()), t.input_schema
+        )
+        for t in spec.tools or ()
+    )
+
+
+async def play_reset(run: CheckRun) -> ResetPlayed:
+    """reset(**reset) on the rollout's session, and the turn the model gets of it; an
+    MCP env's tools listed again after it, as a rollout does (an env may start its
+    tool server in reset)."""
+    options, report = run.options, run.report
+    await asyncio.to_thread(_check_reset_keys, options, report)
+    run.first = first = await stage_call(
+        "reset", run.client.reset(**options.reset), run.timeout_s, run.client
+    )
+    if run.spec.is_mcp:
+        run.spec = await relist_tools(run.client, run.url, run.spec, run.timeout_s)
+        report.tools = tool_infos(run.spec)
+        if not run.spec.tools:
+            raise StageFailed(
+                "the MCP env lists no tools after reset: the model could not act "
+                "(every call would be refused as an unknown tool)"
+            )
+    opening = await _visible_task(run, first.observation or {})
+    if options.action is not None and first.done:
+        report.warnings.append("reset reported done, so --action was not stepped")
+    turn = run.turns.opening(opening, run.spec)
+    return ResetPlayed(**_played(first, turn), kwargs=options.reset)
+
+
+def steps(run: CheckRun) -> bool:
+    """Whether the check steps: an `--action` was given and the reset left the
+    episode running."""
+    return run.options.action is not None and not run.first.done
+
+
+async def play_step(run: CheckRun) -> StepPlayed:
+    """One `--action`, parsed like a model reply, stepped; and its turn."""
+    assert run.options.action is not None
+    try:
+        run.action = action = parse_action(run.options.action, run.spec)
+    except InvalidAction as e:
+        raise StageFailed(f"--action is not a valid action: {e}") from e
+    run.stepped = stepped = await stage_call(
+        "step", run.client.step(action), run.timeout_s, run.client
+    )
+    turn = run.turns.observation(stepped.observation or {})
+    return StepPlayed(**_played(stepped, turn), action=action)
+
+
+def _played(result: Any, turn: Turn) -> dict[str, Any]:
+    outcome = Outcome.of(result)
     return {
-        "title": raw.get("title") or spec.schema.get("title"),
-        "mcp": spec.is_mcp,
-        "fields": _fields(spec.schema, hidden),
-        "raw_field": spec.raw_field,
-        "schema": raw or spec.schema,
+        "observation": outcome.observation,
+        "reward": outcome.reward,
+        "done": outcome.done,
+        "turn": turn.text,
+        "model_gets": ModelGets.of(turn),
     }
 
 
-def tool_summary(tool: Any) -> dict[str, Any]:
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "arguments": _fields(tool.input_schema, frozenset()),
-        "input_schema": tool.input_schema,
-    }
-
-
-def check_reset_keys(options: CheckOptions, report: CheckReport) -> None:
+def _check_reset_keys(options: CheckOptions, report: CheckReport) -> None:
     """Warn about reset kwargs the env's `reset` does not take (OpenEnv's server drops
     them silently), when the env's source is local and can tell."""
     source = env_source_dir(options.target)
@@ -170,19 +274,14 @@ def check_reset_keys(options: CheckOptions, report: CheckReport) -> None:
         )
 
 
-async def visible_task(
-    client: Any,
-    observation: dict[str, Any],
-    options: CheckOptions,
-    report: CheckReport,
-) -> dict[str, Any]:
+async def _visible_task(run: CheckRun, observation: dict[str, Any]) -> dict[str, Any]:
     """The reset observation as a rollout shows it: when it shows the model nothing,
     the env's session state (less answer-like fields) instead, with a warning that
     says so; a failure when the state has nothing to show either (the task would
     never reach the model)."""
     if not shows_nothing(observation):
         return observation
-    source = env_source_dir(options.target)
+    source = env_source_dir(run.options.target)
     core = locked_core_version(source) if source else None
     server = f"its openenv-core {core} server" if core else "the server"
     why = (
@@ -191,13 +290,13 @@ async def visible_task(
         "an env that puts its task there loses it on the wire)"
     )
     try:
-        state = await stage_call("state", client.state(), options.timeout_s)
+        state = await stage_call("state", run.client.state(), run.timeout_s)
     except StageFailed as e:
         state, why = {}, f"{why}; the session's state cannot be read ({e})"
     shown, hidden = task_from_state(state)
     if not shown:
         # A warning, not a failure: a tools-only env (echo_env) has no task to show.
-        report.warnings.append(
+        run.report.warnings.append(
             f"{why}, and the session's state has nothing to show either: the task "
             "never reaches the model, only the action format does (an env of yours: "
             "put the task in an observation field)"
@@ -206,7 +305,7 @@ async def visible_task(
     kept = (
         f"; kept from the model as answer-like: {', '.join(hidden)}" if hidden else ""
     )
-    report.warnings.append(
+    run.report.warnings.append(
         f"{why}; the model is shown the env's session state instead (the `state` "
         f"message): {', '.join(shown)}{kept}"
     )
@@ -229,17 +328,3 @@ async def stage_call(
                 f"{server_error_message(e)}{extra}"
             ) from e
         raise StageFailed(f"{what} failed: {describe(e)}") from e
-
-
-def turn_summary(turn: Turn) -> dict[str, Any]:
-    """The user turn as the model gets it: its text and a summary (text length,
-    images with their encoded size, images left out, fields cut)."""
-    return {"turn": turn.text, "model_gets": turn.summary()}
-
-
-def result_summary(result: Any) -> dict[str, Any]:
-    return {
-        "observation": result.observation,
-        "reward": result.reward,
-        "done": bool(result.done),
-    }

@@ -1,11 +1,25 @@
-"""The human-readable form of a `CheckReport` (`--json` prints `to_json()` instead)."""
+"""The human-readable form of a `CheckReport` (`--json` prints `to_json()` instead):
+a row per finding, each rendered from its stage's typed summary."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from openenv_v1.cli.check_report import CheckReport
+from openenv_v1.cli.check_report import (
+    ActionInfo,
+    AppChoice,
+    CheckReport,
+    DockerRun,
+    FieldInfo,
+    ManifestFindings,
+    ModelGets,
+    Played,
+    SeedCheck,
+    Sessions,
+    Tasks,
+    ToolInfo,
+)
 from openenv_v1.core.episode.mcp_route import RPC_ROUTE_NOTE
 from openenv_v1.core.episode.view import metadata_shown
 
@@ -42,90 +56,85 @@ def _target_text(target: dict[str, Any]) -> str:
     return f"{target['env']} (UV launch from {where}, app {app})"
 
 
-def docker_lines(docker: dict[str, Any]) -> list[str]:
+def docker_lines(docker: DockerRun) -> list[str]:
     """The `image`, `build` and `container` lines of a Docker launch."""
-    lines = _row("image", f"{docker['image']}  ({docker['source']})")
-    if docker["build"] == "built":
-        build = f"built in {docker['build_s']}s"
-    elif docker["build"] == "reused":
-        build = f"reused (its files unchanged; {docker['build_s']}s to find)"
+    lines = _row("image", f"{docker.image}  ({docker.source})")
+    if docker.build == "built":
+        build = f"built in {docker.build_s}s"
+    elif docker.build == "reused":
+        build = f"reused (its files unchanged; {docker.build_s}s to find)"
     else:
-        build = f"none ({docker['source']}: run as it is)"
+        build = f"none ({docker.source}: run as it is)"
     lines += _row("build", build)
-    short_id = (docker["container_id"] or "")[:12]
-    if docker["published"] is None:  # the internal network: no port published
+    short_id = (docker.container_id or "")[:12]
+    if docker.published is None:  # the internal network: no port published
         reached = (
-            f"on network {docker['network']} at {docker['address']} (no egress, "
+            f"on network {docker.network} at {docker.address} (no egress, "
             "nothing published)"
         )
     else:
-        reached = f"published {docker['published']} -> {docker['container_port']}/tcp"
+        reached = f"published {docker.published} -> {docker.container_port}/tcp"
     lines += _row(
         "container",
-        f"{docker['container']} (id {short_id}), {reached}, user "
-        f"{docker['user'] or 'of the image'}, ready in {docker['ready_s']}s",
+        f"{docker.container} (id {short_id}), {reached}, user "
+        f"{docker.user or 'of the image'}, ready in {docker.ready_s}s",
     )
     return lines
 
 
-def _field_line(spec: dict[str, Any]) -> str:
-    required = " (required)" if spec["required"] else ""
-    about = f"  {spec['description']}" if spec["description"] else ""
-    return f"{spec['name']}: {spec['type']}{required}{about}"
+def _field_line(spec: FieldInfo) -> str:
+    required = " (required)" if spec.required else ""
+    about = f"  {spec.description}" if spec.description else ""
+    return f"{spec.name}: {spec.type}{required}{about}"
 
 
-def _tool_line(tool: dict[str, Any]) -> str:
+def _tool_line(tool: ToolInfo) -> str:
     args = ", ".join(
-        f"{a['name']}: {a['type']}{'' if a['required'] else '?'}"
-        for a in tool["arguments"]
+        f"{a.name}: {a.type}{'' if a.required else '?'}" for a in tool.arguments
     )
-    about = f"  {tool['description']}" if tool["description"] else ""
-    return f"{tool['name']}({args}){about}"
+    about = f"  {tool.description}" if tool.description else ""
+    return f"{tool.name}({args}){about}"
 
 
-def model_gets_text(gets: dict[str, Any]) -> str:
+def model_gets_text(gets: ModelGets) -> str:
     """`1,234 chars of text + 1 image: screen 210x160x3 (image/png, 7,421 bytes)`,
     then what was left out or cut."""
-    images = gets["images"]
-    text = f"{gets['text_chars']:,} chars of text"
+    images = gets.images
+    text = f"{gets.text_chars:,} chars of text"
     if images:
         text += f" + {len(images)} image{'s' if len(images) > 1 else ''}: " + ", ".join(
-            f"{i['field']} {i['shape']} ({i['mime']}, {i['bytes']:,} bytes)"
-            for i in images
+            f"{i.field} {i.shape} ({i.mime}, {i.bytes:,} bytes)" for i in images
         )
-    if omitted := gets["omitted_images"]:
+    if omitted := gets.omitted_images:
         text += "\nimages not shown (observation images off): " + ", ".join(
-            f"{i['field']} {i['shape']}" for i in omitted
+            f"{i.field} {i.shape}" for i in omitted
         )
-    if cuts := gets["cuts"]:
+    if cuts := gets.cuts:
         text += "\ncut to fit the bound: " + ", ".join(
-            f"{c['field']} ({c['total_chars'] - c['shown_chars']:,} of "
-            f"{c['total_chars']:,} chars)"
+            f"{c.field} ({c.total_chars - c.shown_chars:,} of {c.total_chars:,} chars)"
             for c in cuts
         )
     return text
 
 
-def _result_text(result: dict[str, Any], head: str) -> str:
-    outcome = f"reward {result['reward']}, done {str(result['done']).lower()}"
-    observation = result["observation"] or {}
-    text = f"{head} -> {outcome}\nthe model sees: {_clip(result['turn'])}"
-    text += f"\nthe model gets: {model_gets_text(result['model_gets'])}"
+def _result_text(result: Played, head: str) -> str:
+    outcome = f"reward {result.reward}, done {str(result.done).lower()}"
+    observation = result.observation or {}
+    text = f"{head} -> {outcome}\nthe model sees: {_clip(result.turn)}"
+    text += f"\nthe model gets: {model_gets_text(result.model_gets)}"
     if (metadata := observation.get("metadata")) and not metadata_shown(observation):
         text += f"\nmetadata (hidden from the model): {_clip(_compact(metadata))}"
     return text
 
 
-def _seed_text(seed: dict[str, Any]) -> str:
-    status = seed["status"]
-    if status == "skipped":
-        return f"skipped: {seed['reason']}"
-    what = " and ".join(seed["compared"])
+def _seed_text(seed: SeedCheck) -> str:
+    status = seed.status
+    what = " and ".join(seed.compared)
     if status == "match":
-        note = "" if "step" in seed["compared"] else " (add --action to compare a step)"
+        note = "" if "step" in seed.compared else " (add --action to compare a step)"
         return f"match: same {what} results on two fresh sessions{note}"
     if status == "differs":
-        return "DIFFERS on two fresh sessions: " + ", ".join(seed["differences"])
+        return "DIFFERS on two fresh sessions: " + ", ".join(seed.differences or ())
     if status == "honoured":
         return (
             "honoured: seed 1 twice gave the same reset, seed 2 another (rollouts of "
@@ -139,130 +148,138 @@ def _seed_text(seed: dict[str, Any]) -> str:
     if status == "not honoured":
         return (
             "NOT honoured: seed 1 twice gave different resets ("
-            + ", ".join(seed["differences"])
+            + ", ".join(seed.differences or ())
             + "); rollouts of a group will not share their start"
         )
-    return f"error: {seed['error']}"
+    return f"error: {seed.error}"
 
 
-def manifest_text(manifest: dict[str, Any]) -> str:
+def manifest_text(manifest: ManifestFindings) -> str:
     """What the env's openenv.yaml declares, one line each."""
-    lines = [str(manifest["path"])]
-    if manifest["reward_range"]:
-        low, high = manifest["reward_range"]
+    lines = [str(manifest.path)]
+    if manifest.reward_range:
+        low, high = manifest.reward_range
         lines.append(f"reward range [{low}, {high}] (rewards outside are flagged)")
-    resources = dict(manifest["resources"])
+    resources = dict(manifest.resources)
     budget = resources.pop("episode_timeout_s", None)
     if budget is not None:
         lines.append(f"episode budget {budget}s (unless episode_timeout_s is set)")
     if resources:
         shown = ", ".join(f"{k} {v}" for k, v in resources.items())
         lines.append(f"resources {shown} (default container limits)")
-    network = manifest["network"]
+    network = manifest.network
     if network == "allowlist":
-        network += ": " + ", ".join(manifest["allowed_hosts"])
+        network += ": " + ", ".join(manifest.allowed_hosts)
     lines.append(f"network {network}")
-    creds = manifest["requires_credentials"]
+    creds = manifest.requires_credentials
     if creds:
         names = ", ".join(creds) if isinstance(creds, list) else "unnamed"
         lines.append(f"requires credentials ({names}): pass them with forward_env")
     return "\n".join(lines)
 
 
-def tasks_text(tasks: dict[str, Any]) -> str:
+def tasks_text(tasks: Tasks) -> str:
     """The Task API's splits and what a taskset without `resets` runs."""
-    if not tasks["offered"]:
+    if not tasks.offered:
         return (
             "no Task API (404/501): a taskset runs its `resets`, by default one "
             "empty reset"
         )
-    splits = ", ".join(
-        f"{s['name']} ({s['num_tasks']:,} tasks)" for s in tasks["splits"]
-    )
+    splits = ", ".join(f"{s.name} ({s.num_tasks:,} tasks)" for s in tasks.splits)
     return (
         f"Task API: {splits}\nwithout `resets` a taskset runs the env's tasks of "
-        f"split {tasks['split']} (set `split` for another)"
+        f"split {tasks.split} (set `split` for another)"
     )
 
 
-def _sessions_text(sessions: dict[str, Any]) -> str:
-    status = sessions["status"]
+def _sessions_text(sessions: Sessions) -> str:
+    status, accepted = sessions.status, sessions.accepted or 0
     if status == "refused":
-        others = (sessions.get("active_at_refusal") or 0) - sessions["accepted"]
+        others = (sessions.active_at_refusal or 0) - accepted
         busy = f"; {others} held by other clients" if others > 0 else ""
         return (
-            f"max {sessions['max_sessions']} concurrent (session "
-            f"{sessions['accepted'] + 1} was refused with CAPACITY_REACHED{busy})"
+            f"max {sessions.max_sessions} concurrent (session "
+            f"{accepted + 1} was refused with CAPACITY_REACHED{busy})"
         )
     if status == "all accepted":
         return (
-            f"at least {sessions['at_least']} concurrent (all probe sessions accepted;"
+            f"at least {sessions.at_least} concurrent (all probe sessions accepted;"
             " --probe-sessions N probes further)"
         )
     if status == "reset failed":
         return (
-            f"{sessions['accepted']} concurrent (session {sessions['accepted'] + 1} "
-            f"opened but its reset failed: {sessions['error']})"
+            f"{accepted} concurrent (session {accepted + 1} "
+            f"opened but its reset failed: {sessions.error})"
         )
     if status == "unknown":
-        return (
-            f"unknown (probe stopped after {sessions['accepted']}: {sessions['error']})"
-        )
+        return f"unknown (probe stopped after {accepted}: {sessions.error})"
     return "not probed (--probe-sessions 0)"
 
 
-def render_report(report: CheckReport) -> str:
-    lines = [f"openenv-v1 check: {_target_text(report.target)}"]
+def _app_text(app: AppChoice) -> str:
+    shown = [f"{app.app}  ({app.source})"]
+    shown += [f"  not importable: {f.app}: {f.error}" for f in app.failed]
+    if app.gradio_hidden:
+        shown.append("  gradio hidden (the env does not declare it; --web-ui)")
+    return "\n".join(shown)
+
+
+def _metadata_text(meta: dict[str, Any]) -> str:
+    name = " ".join(str(meta[k]) for k in ("name", "version") if k in meta)
+    about = f": {meta['description']}" if meta.get("description") else ""
+    return f"{name}{about}" if meta else "(none published)"
+
+
+def _action_text(action: ActionInfo) -> str:
+    if action.mcp:
+        shown = f"MCP tool calls (server action {action.title})"
+        if action.mcp_route == "session_rpc":
+            shown += f"\n  {RPC_ROUTE_NOTE}"
+        return shown
+    lines = [str(action.title or "(untitled)")]
+    lines += [f"  {_field_line(f)}" for f in action.fields]
+    if action.raw_field:
+        lines.append(f"  a reply that is not JSON is taken as `{action.raw_field}`")
+    return "\n".join(lines)
+
+
+def _found_lines(report: CheckReport) -> list[str]:
+    """A row per finding, in the order a reader meets them."""
+    lines: list[str] = []
     if report.server_url:
         verb = "connected" if report.target.get("base_url") else "up"
         lines += _row("server", f"{report.server_url}  ({verb} in {report.launch_s}s)")
-    if app := report.app:
-        shown = [f"{app['app']}  ({app['source']})"]
-        shown += [f"  not importable: {f['app']}: {f['error']}" for f in app["failed"]]
-        if app["gradio_hidden"]:
-            shown.append("  gradio hidden (the env does not declare it; --web-ui)")
-        lines += _row("app", "\n".join(shown))
+    if report.app:
+        lines += _row("app", _app_text(report.app))
     if report.docker:
         lines += docker_lines(report.docker)
     if report.health:
         lines += _row("health", report.health)
     if report.server_url and report.stage not in ("launch", "connect", "health"):
-        meta = report.metadata or {}
-        name = " ".join(str(meta[k]) for k in ("name", "version") if k in meta)
-        about = f": {meta['description']}" if meta.get("description") else ""
-        lines += _row("metadata", f"{name}{about}" if meta else "(none published)")
+        lines += _row("metadata", _metadata_text(report.metadata or {}))
     if report.manifest:
         lines += _row("manifest", manifest_text(report.manifest))
     if report.tasks:
         lines += _row("tasks", tasks_text(report.tasks))
-    if action := report.action:
-        if action["mcp"]:
-            shown = f"MCP tool calls (server action {action['title']})"
-            if action.get("mcp_route") == "session_rpc":
-                shown += f"\n  {RPC_ROUTE_NOTE}"
-            lines += _row("action", shown)
-        else:
-            shown = [str(action["title"] or "(untitled)")]
-            shown += [f"  {_field_line(f)}" for f in action["fields"]]
-            if action["raw_field"]:
-                shown.append(
-                    f"  a reply that is not JSON is taken as `{action['raw_field']}`"
-                )
-            lines += _row("action", "\n".join(shown))
+    if report.action:
+        lines += _row("action", _action_text(report.action))
     if report.tools is not None:
         lines += _row("tools", "\n".join(_tool_line(t) for t in report.tools) or "none")
     if report.reset:
         lines += _row(
-            "reset", _result_text(report.reset, _compact(report.reset["kwargs"]))
+            "reset", _result_text(report.reset, _compact(report.reset.kwargs))
         )
     if report.step:
-        lines += _row(
-            "step", _result_text(report.step, _compact(report.step["action"]))
-        )
+        lines += _row("step", _result_text(report.step, _compact(report.step.action)))
     if report.seed_check:
         lines += _row("seed check", _seed_text(report.seed_check))
     if report.sessions:
         lines += _row("sessions", _sessions_text(report.sessions))
+    return lines
+
+
+def render_report(report: CheckReport) -> str:
+    lines = [f"openenv-v1 check: {_target_text(report.target)}", *_found_lines(report)]
     for warning in report.warnings:
         lines += _row("warning", warning)
     if report.failure is None:

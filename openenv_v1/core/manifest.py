@@ -81,17 +81,6 @@ class Manifest(_Lenient):
     network: Network = Network()
     execution: Execution = Execution()
 
-    def summary(self) -> dict[str, Any]:
-        """What was read, as `check` shows it."""
-        return {
-            "path": self.path,
-            "reward_range": list(self.reward.range) if self.reward.range else None,
-            "resources": self.resources.model_dump(exclude_none=True),
-            "network": self.network.mode,
-            "allowed_hosts": list(self.network.allowed_hosts),
-            "requires_credentials": self.execution.requires_credentials,
-        }
-
     def reward_outside(self, reward: float | None) -> bool:
         """Whether `reward` falls outside the declared range (None: unscored, never)."""
         if reward is None or self.reward.range is None:

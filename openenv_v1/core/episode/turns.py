@@ -97,28 +97,6 @@ class Turn:
             ),
         ]
 
-    def summary(self) -> dict[str, Any]:
-        """What the model gets, for `check`: text length, images, cuts."""
-        return {
-            "text_chars": len(self.text),
-            "images": [
-                {
-                    "field": i.field,
-                    "shape": i.shape_text,
-                    "mime": i.mime,
-                    "bytes": len(i.encoded()),
-                }
-                for i in self.images
-            ],
-            "omitted_images": [
-                {"field": i.field, "shape": i.shape_text} for i in self.omitted
-            ],
-            "cuts": [
-                {"field": c.field, "shown_chars": c.shown, "total_chars": c.total}
-                for c in self.cuts
-            ],
-        }
-
 
 def _note(name: str, cut: int, total: int) -> str:
     return f" [... {cut:,} of {total:,} chars of {name} cut ...]"
