@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from openenv_v1.cli.check_report import CheckOptions, Outcome, SeedCheck, Sessions
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_fixed
+
+from openenv_v1.cli.check_report import Outcome, SeedCheck, Sessions
 from openenv_v1.cli.check_stages import CheckRun, StageFailed, stage_call
 from openenv_v1.core.episode.env_source import env_source_dir
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
@@ -25,6 +26,8 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.launch.target import EnvTarget, open_env
+
+__all__ = ["check_seeds", "probe"]
 
 _CAPACITY = re.compile(r"(?P<active>\d+)/(?P<max>\d+) sessions")
 # How long a fresh session retries a server still counting a session just closed.
@@ -37,13 +40,23 @@ def _fresh(run: CheckRun) -> EnvTarget:
     )
 
 
+@contextlib.asynccontextmanager
+async def _fresh_session(run: CheckRun) -> AsyncIterator[Any]:
+    """A fresh session of the server, its MCP steps routed as the rollout's were."""
+    target = run.options.target
+    async with contextlib.AsyncExitStack() as stack:
+        client = await open_env(_fresh(run), stack)
+        yield route_mcp_steps(client, env_source_dir(target), target.label)
+
+
 async def check_seeds(run: CheckRun) -> SeedCheck:
-    """The seed check, after the rollout's session is closed; a warning when the
-    results differ or the check itself failed."""
+    """With a seed in the reset kwargs: the reset (and the action) again on a fresh
+    session, compared. Without one: whether the env honours seeds at all. The
+    rollout's session is closed first; a warning when the results differ or the
+    check itself failed."""
     await run.client.disconnect()
-    first = Outcome.of(run.first)
-    stepped = Outcome.of(run.stepped) if run.stepped is not None else None
-    found = await seed_check(_fresh(run), run.options, first, run.action, stepped)
+    seeded = "seed" in run.options.reset
+    found = await (_seed_repeats(run) if seeded else _seed_honoured(run))
     if found.status == "differs":
         run.report.warnings.append(
             "the same seed gave different results on two fresh sessions: "
@@ -54,67 +67,46 @@ async def check_seeds(run: CheckRun) -> SeedCheck:
     return found
 
 
-async def seed_check(
-    session: EnvTarget,
-    options: CheckOptions,
-    first: Outcome,
-    action: dict[str, Any] | None,
-    stepped: Outcome | None,
-) -> SeedCheck:
-    """Repeat the reset (and the action) on a fresh session and compare. Without a
-    seed in the reset kwargs: whether the env honours seeds at all."""
-    if "seed" not in options.reset:
-        return await _seed_honoured(session, options)
-    compared = ("reset", "step") if action is not None else ("reset",)
+async def _reset(run: CheckRun, client: Any, kwargs: dict[str, Any]) -> Outcome:
+    return Outcome.of(
+        await _retry_capacity(
+            lambda: stage_call("reset", client.reset(**kwargs), run.timeout_s)
+        )
+    )
+
+
+async def _seed_repeats(run: CheckRun) -> SeedCheck:
+    compared = ("reset", "step") if run.action is not None else ("reset",)
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            client = route_mcp_steps(
-                await open_env(session, stack),
-                env_source_dir(options.target),
-                options.target.label,
-            )
-            again = await _retry_capacity(
-                lambda: stage_call(
-                    "reset", client.reset(**options.reset), options.timeout_s
+        async with _fresh_session(run) as client:
+            again = await _reset(run, client, run.options.reset)
+            differences = _differences("reset", Outcome.of(run.first), again)
+            if run.action is not None:
+                step = await stage_call("step", client.step(run.action), run.timeout_s)
+                differences += _differences(
+                    "step", Outcome.of(run.stepped), Outcome.of(step)
                 )
-            )
-            differences = _differences("reset", first, Outcome.of(again))
-            if action is not None and stepped is not None:
-                step = await stage_call("step", client.step(action), options.timeout_s)
-                differences += _differences("step", stepped, Outcome.of(step))
     except (StageFailed, EnvFailure) as e:
         return SeedCheck("error", compared, error=str(e))
     status = "differs" if differences else "match"
     return SeedCheck(status, compared, differences=differences)
 
 
-async def _seeded_reset(
-    session: EnvTarget, options: CheckOptions, seed: int
-) -> Outcome:
+async def _seeded_reset(run: CheckRun, seed: int) -> Outcome:
     """`reset(**reset, seed=seed)` on a fresh session."""
-    async with contextlib.AsyncExitStack() as stack:
-        client = route_mcp_steps(
-            await open_env(session, stack),
-            env_source_dir(options.target),
-            options.target.label,
-        )
-        kwargs = {**options.reset, "seed": seed}
-        return Outcome.of(
-            await _retry_capacity(
-                lambda: stage_call("reset", client.reset(**kwargs), options.timeout_s)
-            )
-        )
+    async with _fresh_session(run) as client:
+        return await _reset(run, client, {**run.options.reset, "seed": seed})
 
 
-async def _seed_honoured(session: EnvTarget, options: CheckOptions) -> SeedCheck:
+async def _seed_honoured(run: CheckRun) -> SeedCheck:
     """Reset with seed 1 on two fresh sessions and with seed 2 on a third: `honoured`
     (seed 1 twice alike, seed 2 different), `ignored` (all alike: the seed changes
     nothing the reset shows) or `not honoured` (seed 1 twice different). Rollouts of
     a group share a start (`shared_seed`) only on an env that honours seeds."""
     try:
-        one = await _seeded_reset(session, options, 1)
-        again = await _seeded_reset(session, options, 1)
-        two = await _seeded_reset(session, options, 2)
+        one = await _seeded_reset(run, 1)
+        again = await _seeded_reset(run, 1)
+        two = await _seeded_reset(run, 2)
     except (StageFailed, EnvFailure) as e:
         return SeedCheck("error", ("reset",), error=str(e))
     repeat = _differences("reset", one, again)
@@ -125,16 +117,26 @@ async def _seed_honoured(session: EnvTarget, options: CheckOptions) -> SeedCheck
     return SeedCheck(status, ("reset",), seeds=(1, 1, 2), differences=repeat)
 
 
-async def _retry_capacity(call: Callable[[], Awaitable[Any]]) -> Any:
-    """`call()`, retried briefly while the server still counts a session just closed."""
-    deadline = time.monotonic() + _CAPACITY_RETRY_S
-    while True:
-        try:
-            return await call()
-        except StageFailed as e:
-            if "CAPACITY_REACHED" not in str(e) or time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(0.2)
+def _at_capacity(e: BaseException) -> bool:
+    return server_error_code(e) == "CAPACITY_REACHED" or (
+        isinstance(e, StageFailed) and "CAPACITY_REACHED" in str(e)
+    )
+
+
+async def _retry_capacity(
+    call: Callable[[], Awaitable[Any]], patience_s: float = _CAPACITY_RETRY_S
+) -> Any:
+    """`call()`, retried for `patience_s` while the server still counts a session
+    just closed (CAPACITY_REACHED); then its error, as it is."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_at_capacity),
+        stop=stop_after_delay(patience_s),
+        wait=wait_fixed(0.2),
+        reraise=True,
+    ):
+        with attempt:
+            result = await call()
+    return result
 
 
 def _differences(what: str, a: Outcome, b: Outcome) -> tuple[str, ...]:
@@ -153,7 +155,7 @@ def _differences(what: str, a: Outcome, b: Outcome) -> tuple[str, ...]:
 async def probe(run: CheckRun) -> Sessions:
     """The session probe; a warning when a further session opened but could not
     reset."""
-    found = await probe_sessions(_fresh(run), run.options)
+    found = await probe_sessions(run)
     if found.status == "reset failed":
         held = found.accepted or 0
         run.report.warnings.append(
@@ -173,19 +175,27 @@ async def probe(run: CheckRun) -> Sessions:
     return found
 
 
-async def probe_sessions(session: EnvTarget, options: CheckOptions) -> Sessions:
-    """Sessions opened and reset one by one, up to `probe_sessions`, until one is
-    refused (its error names the server's bound) or fails."""
-    bound = options.probe_sessions
+async def probe_sessions(run: CheckRun) -> Sessions:
+    """Sessions opened and reset one by one (as a rollout's are: a session that cannot
+    reset is no capacity; BrowserGym's second concurrent reset fails), up to
+    `probe_sessions`, held until the probe ends, until one is refused (its error
+    names the server's bound) or fails."""
+    bound = run.options.probe_sessions
     if bound <= 0:
         return Sessions("not probed")
     async with contextlib.AsyncExitStack() as stack:
         for held in range(bound):
-            # The first probe may still meet the sessions closed just before it.
+            # The server creates a session as its socket opens, so a refusal comes
+            # with the first message; the first probe may still meet the sessions
+            # closed just before it.
             patience = _CAPACITY_RETRY_S if held == 0 else 0.0
             try:
-                await _open_probe(
-                    session, stack, options.timeout_s, patience, options.reset
+                client = await open_env(_fresh(run), stack)
+                await _retry_capacity(
+                    lambda c=client: asyncio.wait_for(
+                        c.reset(**run.options.reset), run.timeout_s
+                    ),
+                    patience,
                 )
             except Exception as e:
                 return _refusal(e, held)
@@ -206,28 +216,3 @@ def _refusal(e: Exception, held: int) -> Sessions:
         max_sessions=int(found["max"]) if found else held,
         active_at_refusal=int(found["active"]) if found else None,
     )
-
-
-async def _open_probe(
-    session: EnvTarget,
-    stack: contextlib.AsyncExitStack,
-    timeout_s: float,
-    patience_s: float,
-    reset: dict[str, Any],
-) -> None:
-    """Open one more session and reset it (as a rollout would), held until `stack`
-    closes. The server creates it as the socket opens, so a refusal
-    (CAPACITY_REACHED, raised as is) comes with the first message; it is retried for
-    `patience_s`. A reset the env refuses is raised too: a session that cannot
-    reset is no capacity (BrowserGym's second concurrent reset fails)."""
-    client = await open_env(session, stack)
-    deadline = time.monotonic() + patience_s
-    while True:
-        try:
-            await asyncio.wait_for(client.reset(**reset), timeout_s)
-            return
-        except Exception as e:
-            code = server_error_code(e)
-            if code != "CAPACITY_REACHED" or time.monotonic() >= deadline:
-                raise
-            await asyncio.sleep(0.2)

@@ -127,31 +127,25 @@ def _result_text(result: Played, head: str) -> str:
     return text
 
 
+_SEED_TEXTS = {
+    "honoured": "honoured: seed 1 twice gave the same reset, seed 2 another (rollouts "
+    "of a group share their start)",
+    "ignored": "ignored: seeds 1 and 2 gave the same reset (the seed changes nothing "
+    "the reset shows; pass --reset with a seed to compare a step)",
+    "not honoured": "NOT honoured: seed 1 twice gave different resets ({differences}); "
+    "rollouts of a group will not share their start",
+    "differs": "DIFFERS on two fresh sessions: {differences}",
+    "error": "error: {error}",
+}
+
+
 def _seed_text(seed: SeedCheck) -> str:
-    status = seed.status
-    what = " and ".join(seed.compared)
-    if status == "match":
+    if seed.status == "match":
+        what = " and ".join(seed.compared)
         note = "" if "step" in seed.compared else " (add --action to compare a step)"
         return f"match: same {what} results on two fresh sessions{note}"
-    if status == "differs":
-        return "DIFFERS on two fresh sessions: " + ", ".join(seed.differences or ())
-    if status == "honoured":
-        return (
-            "honoured: seed 1 twice gave the same reset, seed 2 another (rollouts of "
-            "a group share their start)"
-        )
-    if status == "ignored":
-        return (
-            "ignored: seeds 1 and 2 gave the same reset (the seed changes nothing "
-            "the reset shows; pass --reset with a seed to compare a step)"
-        )
-    if status == "not honoured":
-        return (
-            "NOT honoured: seed 1 twice gave different resets ("
-            + ", ".join(seed.differences or ())
-            + "); rollouts of a group will not share their start"
-        )
-    return f"error: {seed.error}"
+    differences = ", ".join(seed.differences or ())
+    return _SEED_TEXTS[seed.status].format(differences=differences, error=seed.error)
 
 
 def manifest_text(manifest: ManifestFindings) -> str:
