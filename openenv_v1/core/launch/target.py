@@ -29,6 +29,7 @@ import anyio
 
 from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
 from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.launch.http_only import http_only_refusal
 from openenv_v1.core.launch.leases import PoolClient, PoolLeases
 from openenv_v1.core.launch.plan import (
     Launcher,
@@ -80,7 +81,8 @@ async def _connect(
     try:
         return await stack.enter_async_context(client)
     except Exception as e:
-        raise EnvFailure(f"cannot connect to {what} at {url}: {describe(e)}") from e
+        why = await http_only_refusal(url, e) or describe(e)
+        raise EnvFailure(f"cannot connect to {what} at {url}: {why}") from e
 
 
 async def _open_uv(
