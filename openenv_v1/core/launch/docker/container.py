@@ -1,19 +1,21 @@
-"""OpenEnv's local Docker provider, extended to run env servers safely and own them.
+"""An env server in a Docker container on this host, run safely and owned.
 
-`LocalDockerProvider.start_container` runs `docker run -d -p PORT:8000 IMAGE`: published
-on every interface, as root with Docker's default capabilities, on the default bridge
-(the internet, the cloud metadata address and every other container in reach), with
-no limits, no labels, and a container nobody removes when its eval dies.
-`DockerLaunch` keeps the provider's shape (start a container, wait for `/health`,
-stop it) and:
+OpenEnv's `LocalDockerProvider.start_container` runs `docker run -d -p PORT:8000
+IMAGE`: published on every interface, as root with Docker's default capabilities, on
+the default bridge (the internet, the cloud metadata address and every other
+container in reach), with no limits, no labels, and a container nobody removes when
+its eval dies. `DockerLaunch` keeps that provider's shape (start a container, wait for
+`/health`, stop it), takes nothing else of it (its constructor asks `docker version`
+of `docker` on PATH; this runs `docker_cli()` and asks nothing up front: a missing
+client or daemon fails `start()` with Docker's own message), and:
 
 - runs the image it picks: `image`, one built from the env folder's Dockerfile
   (`image`; after a new build the env's older images go, `prune`), or
   the Space's;
-- hardens it by default (`options`): `--cap-drop ALL` (`cap_add` gives some back),
-  `--security-opt no-new-privileges`, a non-root user where the image allows
-  (`user`), a pids limit, a memory limit (swap included), optional `cpus` and a
-  read-only root;
+- hardens it by default (`options.limit_args`, `options.run_as`): `--cap-drop ALL`
+  (`cap_add` gives some back), `--security-opt no-new-privileges`, a non-root user
+  where the image allows (`user`), a pids limit, a memory limit (swap included),
+  optional `cpus` and a read-only root;
 - runs it with no egress and no traffic to other containers (`network`): on
   an internal network, reached at its address there; with `egress`, on a network
   that lets it out, published on `host` only (default 127.0.0.1); or on a `network`
@@ -38,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -46,23 +47,20 @@ from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
-from openenv_v1.core.launch.docker.image import EnvImage, image_for, image_user
+from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
 from openenv_v1.core.launch.docker.network import address_on, ensure_network, forget
 from openenv_v1.core.launch.docker.options import (
-    NOBODY,
+    RUN_FLAGS,
     DockerOptions,
     docker_options,
-    run_limits,
+    limit_args,
+    run_as,
 )
 from openenv_v1.core.launch.docker.prune import prune_env_images
-from openenv_v1.core.launch.docker.reaper import owner_labels
+from openenv_v1.core.launch.docker.reaper import label_args
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.readiness import client_host, wait_ready
-from openenv_v1.core.light_import import without_gradio
 from openenv_v1.core.setting_names import setting
-
-with without_gradio():
-    from openenv.core.containers.runtime.providers import LocalDockerProvider
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
@@ -70,19 +68,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 40
-_ROOT_USERS = {"", "root", "0"}
 _needs_root: set[str] = set()
 """Images seen, in this process, to exit before ready as `NOBODY` and run as root."""
 
 
-class DockerLaunch(LocalDockerProvider):
-    """A `LocalDockerProvider` that runs one env container safely and owns it; see
-    the module docstring. Thread-safe; `stop()` is idempotent and no start follows it.
-
-    OpenEnv's constructor only checks `docker version` through `docker` on PATH; this
-    one checks nothing up front (a missing client or daemon fails `start()` with
-    Docker's own message) and runs `docker_cli()`.
-    """
+class DockerLaunch:
+    """One env container, run safely and owned; see the module docstring.
+    Thread-safe; `stop()` is idempotent and no start follows it."""
 
     def __init__(
         self,
@@ -145,16 +137,10 @@ class DockerLaunch(LocalDockerProvider):
         return self.start_container(self.image.image, port=port, env_vars=env_vars)
 
     def _image(self) -> EnvImage:
-        options = self.options
-        chosen = image_for(
-            self.env,
-            options.image,
-            options.project_path,
-            options.tag,
-            options.build_network,
-        )
+        o = self.options
+        chosen = image_for(self.env, o.image, o.project_path, o.tag, o.build_network)
         if chosen.reused is False:  # just built: the env's older images may go
-            prune_env_images(chosen.image.rpartition(":")[0], options.keep_images)
+            prune_env_images(chosen.image.rpartition(":")[0], o.keep_images)
         return chosen
 
     def start_container(
@@ -162,8 +148,9 @@ class DockerLaunch(LocalDockerProvider):
         image: str,
         port: int | None = None,
         env_vars: Mapping[str, str] | None = None,
-        **kwargs: Any,
     ) -> str:
+        """Run a container of `image` (`port`: the host port to publish it on, with
+        `egress` or `network`); returns the base URL it will answer at."""
         options = self.options
         env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
         publish = options.egress or options.network is not None
@@ -175,15 +162,17 @@ class DockerLaunch(LocalDockerProvider):
                 f"{setting('provider_kwargs.network')}) to publish it, or drop port"
             )
         network = self._network()
-        # OpenEnv's names are `<image>-<ms>`: shared containers may start within one ms.
-        name = f"{self._generate_container_name(image)}-{secrets.token_hex(3)}"
+        name = name_for(image)
         argv = ["run", "-d", "--init", "--name", name, "--network", network]
         if publish:
             host_port = port or options.port or ""
             argv += ["-p", f"{options.host}:{host_port}:{options.container_port}"]
-        for key, value in owner_labels(docker_cli(), self.env).items():
-            argv += ["--label", f"{key}={value}"]
-        argv += run_limits(options) + self._user_args(image)
+        argv += label_args(docker_cli(), self.env) + limit_args(options, RUN_FLAGS)
+        if options.no_new_privileges:
+            argv += ["--security-opt", "no-new-privileges"]
+        chosen = run_as(options.user, image, needs_root=image in _needs_root)
+        self.user, self._auto_user = chosen.user, chosen.auto
+        argv += chosen.argv
         for key in env:
             argv += ["-e", key]  # the value comes from the client's environment
         argv += [*options.docker_run_args, image]
@@ -258,26 +247,6 @@ class DockerLaunch(LocalDockerProvider):
             )
         self.address = f"{address}:{self.options.container_port}"
         return self.address
-
-    def _user_args(self, image: str) -> list[str]:
-        """`--user` for `user` (see `DockerOptions.user`)."""
-        chosen = self.options.user
-        self._auto_user = False
-        if chosen == "root":
-            self.user = "root"
-            return ["--user", "0:0"]
-        if chosen != "auto":
-            self.user = chosen
-            return ["--user", chosen]
-        if image in _needs_root:
-            self.user = "root"
-            return []
-        own = image_user(image)
-        if own.partition(":")[0] not in _ROOT_USERS:
-            self.user = None
-            return []  # the image names a user of its own: Docker runs it as that
-        self.user, self._auto_user = NOBODY, True
-        return ["--user", NOBODY, "-e", "HOME=/tmp"]
 
     def _published_port(self) -> str:
         result = run_docker(
@@ -461,9 +430,6 @@ class DockerLaunch(LocalDockerProvider):
                 "stop", "-t", str(math.ceil(grace_s)), target, timeout=grace_s + 30
             )
         run_docker("rm", "-f", target, timeout=60)
-
-    def stop_container(self) -> None:
-        self.stop()
 
 
 def docker_launch_plan(target: EnvTarget) -> LaunchPlan:

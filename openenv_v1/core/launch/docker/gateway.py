@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
-from openenv_v1.core.launch.docker.reaper import owner_labels
+from openenv_v1.core.launch.docker.reaper import label_args
 from openenv_v1.core.setting_names import setting
 
 GATEWAY_PORT = 8000
@@ -68,8 +68,7 @@ class Gateway:
         cause when it cannot (it is removed again)."""
         name = f"openenv-v1-gateway-{secrets.token_hex(4)}"
         argv = ["run", "-d", "--name", name, "-p", f"127.0.0.1::{GATEWAY_PORT}"]
-        for key, value in owner_labels(docker_cli(), env).items():
-            argv += ["--label", f"{key}={value}"]
+        argv += label_args(docker_cli(), env)
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         argv += ["--user", "65534:65534", "--read-only", "--memory", "128m"]
         argv += ["--pids-limit", "64", "--entrypoint", "python3"]

@@ -10,7 +10,8 @@ A folder's image is tagged by a hash of the build context's files it is made of
 from it), of the build arguments and of the ids of the local images its stages start
 FROM: `openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base
 reuses its image and an edited one is rebuilt (`build`: the build itself, one at a
-time per image on this host).
+time per image on this host). `image_user` is the user an image names, and
+`name_for` a unique name for a container or Swarm service of an image.
 
 Imports `cli`, `context` and `build` of `docker/`, and `openenv_lines` (a Space's
 image name).
@@ -25,6 +26,7 @@ import contextlib
 import hashlib
 import os
 import re
+import secrets
 import subprocess
 import time
 from collections.abc import Mapping
@@ -101,17 +103,27 @@ def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
 
 
 def _image_id(image: str) -> str:
-    """The local image's id, or "" when it is not here (the build pulls it)."""
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        result = subprocess.run(
+    """The local image's id, or "" when it is not here or Docker cannot say (the
+    build pulls it)."""
+    with contextlib.suppress(EnvFailure):
+        result = _inspect_id(image)
+        return result.stdout.strip() if result.returncode == 0 else ""
+    return ""
+
+
+def _inspect_id(image: str) -> subprocess.CompletedProcess[str]:
+    """`docker image inspect` of the image's id; `EnvFailure` when Docker cannot
+    be asked."""
+    try:
+        return subprocess.run(
             [docker_cli(), "image", "inspect", "--format", "{{.Id}}", image],
             capture_output=True,
             text=True,
             timeout=30,
             check=False,
         )
-        return result.stdout.strip() if result.returncode == 0 else ""
-    return ""
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvFailure(f"cannot ask Docker about image {image}: {e}") from e
 
 
 def inputs_hash(
@@ -186,7 +198,7 @@ def ensure_env_image(
         source += f" (context {context.root}, as the Dockerfile copies from it)"
     chosen = build_network(network)
     with build_lock(tag, timeout_s):
-        if _image_exists(tag):
+        if _inspect_id(tag).returncode == 0:
             return EnvImage(
                 tag, source, reused=True, seconds=time.monotonic() - started
             )
@@ -221,21 +233,18 @@ def image_for(
     return EnvImage(f"registry.hf.space/{hf_space_subdomain(env)}:{tag}", "Space image")
 
 
-def _image_exists(image: str) -> bool:
-    try:
-        result = subprocess.run(
-            [docker_cli(), "image", "inspect", "--format", "{{.Id}}", image],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise EnvFailure(f"cannot ask Docker about image {image}: {e}") from e
-    return result.returncode == 0
-
-
 def image_user(image: str) -> str:
     """The user the image's config names (`USER`), "" for none or unknown."""
     result = run_docker("image", "inspect", "--format", "{{.Config.User}}", image)
     return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def name_for(image: str, kind: str = "") -> str:
+    """A name for a container (or, with `kind` "swarm", a service) of `image`, unique
+    on the engine: the image's name, the time and a random suffix (containers of
+    one image may start within the same millisecond). Swarm takes no `_` and 63
+    characters at most."""
+    repository = image.rpartition("/")[2].partition(":")[0].replace("_", "-")
+    name = f"{repository}-{kind}-" if kind else f"{repository}-"
+    name = f"{name}{int(time.time() * 1000)}"[-40:].lstrip("-.")
+    return f"{name}-{secrets.token_hex(3)}"

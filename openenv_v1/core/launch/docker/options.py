@@ -1,23 +1,34 @@
-"""The Docker keys of `provider_kwargs`, read and checked, and the limits they set.
+"""The keys of `provider_kwargs` a launch of an image takes, read and checked, and
+what they become on Docker's command lines.
 
-`DockerOptions` is what a Docker launch may be given (image, build, network, user,
-limits); `docker_options(target)` reads them from `target.provider_kwargs` with
-`read_image_options`, the reader of any launcher that runs an image (Swarm's options
-too): `launch.options.read_options` (the env folder's `openenv.yaml` defaults under
-what is set, anything unknown or invalid an `EnvFailure` naming it and the known
-ones), with the options of a UV launch dropped with a warning. `run_limits` is what
-the hardening and limits become on `docker run`.
+`ImageOptions` declares, once, what every launcher that runs an image (Docker,
+Swarm) may be given: the image, its build, the server's port and variables, its
+user, capabilities and limits. `DockerOptions` adds the Docker launch's own (its
+network and egress, the published port, old images kept, `docker run` options);
+`swarm.options.SwarmOptions` adds Swarm's. `read_image_options(model, target, ...)`
+reads either from `target.provider_kwargs` with `launch.options.read_options` (the
+env folder's `openenv.yaml` defaults under what is set, anything unknown or invalid
+an `EnvFailure` naming it and the known ones), the options of a UV launch dropped
+with a warning. `limit_args` is what the hardening and limits become, spelt for
+`docker run` (`RUN_FLAGS`) or `docker service create` (`SERVICE_FLAGS`), and
+`run_as` who the server runs as (`user`).
 
-Imports `build` (the build network's type) and `launch.options`.
+    options = docker_options(target)
+    argv = limit_args(options, RUN_FLAGS) + run_as(options.user, image).argv
+
+Imports `build` (the build network's type), `image` (the image's own user) and
+`launch.options`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv_v1.core.launch.docker.build import BuildNetwork
+from openenv_v1.core.launch.docker.image import image_user
 from openenv_v1.core.launch.options import OptionsT, read_options
 from openenv_v1.core.setting_names import setting
 
@@ -28,21 +39,58 @@ UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
 """Options of a UV launch that mean nothing to an image with its own command."""
 NOBODY = "65534:65534"
 """The user an image whose own user is root runs as (`user` "auto")."""
+_ROOT_USERS = {"", "root", "0"}
 
 
-class DockerOptions(BaseModel):
-    """The Docker keys of `provider_kwargs`."""
+class ImageOptions(BaseModel):
+    """The keys of `provider_kwargs` every launch of an image takes (Docker, Swarm)."""
 
     model_config = ConfigDict(extra="forbid")
 
     image: str | None = None
-    """Image to run (local or from a registry); unset, one is built from
-    `project_path`'s Dockerfile, or the Space's image is run."""
+    """Image to run (local or from a registry; on a Swarm of more than one node, one
+    in a registry every node can pull from); unset, one is built from
+    `project_path`'s Dockerfile (on this node only), or the Space's image is run."""
     tag: str = "latest"
     """Tag of the Space image (`registry.hf.space/<owner>-<name>:<tag>`)."""
     project_path: str | None = None
     """Local env folder whose `server/Dockerfile` (else `Dockerfile`) is built, as
     `openenv build` builds it, and reused while its files are unchanged."""
+    build_network: BuildNetwork | None = None
+    """Network of the image's build: `default` (Docker's build network; RUN steps
+    do not reach this host's loopback services) or `host` (where package registries
+    answer only from the host's network); unset, `$OPENENV_V1_BUILD_NETWORK`, else
+    `default`."""
+    container_port: int = 8000
+    """Port the server listens on inside the container (OpenEnv images: 8000)."""
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of the server."""
+    user: str = "auto"
+    """Who the server runs as: `auto` (the image's own user when it names one other
+    than root; else uid:gid 65534:65534 with HOME=/tmp: a Docker container whose
+    server then exits before it is ready is run again as root, with a warning saying
+    the image needs root; a Swarm task that then fails says to set `root`), `root`,
+    or any `--user` value, used as given."""
+    cap_add: list[str] = Field(default_factory=list)
+    """Linux capabilities given back (`--cap-add`, e.g. `["NET_BIND_SERVICE"]`);
+    every other one is dropped (`--cap-drop ALL`)."""
+    memory: str | None = "4g"
+    """Memory limit (of each task on Swarm); None for none. `docker run --memory`
+    limits swap to it too; Swarm's `--limit-memory` sets no swap limit."""
+    pids_limit: int | None = Field(1024, ge=16)
+    """Most processes and threads in the container (stops fork bombs); None for none."""
+    cpus: float | None = Field(None, gt=0)
+    """CPU limit (`docker run --cpus`, Swarm's `--limit-cpu`); unset, none."""
+    read_only: bool = False
+    """Read-only root filesystem, with a writable tmpfs at /tmp (off by default: the
+    non-root default user already cannot write the image's files, and an image that
+    needs root mostly needs it to write them; turn it on for envs that run model
+    code)."""
+
+
+class DockerOptions(ImageOptions):
+    """The Docker keys of `provider_kwargs`: the image's, and its own."""
+
     keep_images: int = Field(3, ge=1)
     """Images of this env folder kept after a new one is built (older ones built by
     openenv-v1 are removed, never one a running container uses)."""
@@ -52,31 +100,8 @@ class DockerOptions(BaseModel):
     host: str = "127.0.0.1"
     """Host address the container's port is published on, with `egress` or
     `network` (loopback unless set)."""
-    container_port: int = 8000
-    """Port the server listens on inside the container (OpenEnv images: 8000)."""
-    env_vars: dict[str, str] = Field(default_factory=dict)
-    """Environment variables of the server."""
-    memory: str | None = "4g"
-    """Memory limit (`docker run --memory`, swap included); None for none."""
-    pids_limit: int | None = Field(1024, ge=16)
-    """Most processes and threads in the container (stops fork bombs); None for none."""
-    cpus: float | None = Field(None, gt=0)
-    """CPU limit (`docker run --cpus`); unset, none."""
-    read_only: bool = False
-    """Read-only root filesystem, with a writable tmpfs at /tmp (off by default: the
-    non-root default user already cannot write the image's files, and an image that
-    needs root mostly needs it to write them; turn it on for envs that run model
-    code)."""
     no_new_privileges: bool = True
     """`--security-opt no-new-privileges`: no setuid escalation inside."""
-    cap_add: list[str] = Field(default_factory=list)
-    """Linux capabilities given back (`--cap-add`, e.g. `["NET_BIND_SERVICE"]`);
-    every other one is dropped (`--cap-drop ALL`)."""
-    user: str = "auto"
-    """Who the server runs as: `auto` (the image's own user when it names one other
-    than root; else uid:gid 65534:65534 with HOME=/tmp, and an image whose server
-    then exits before it is ready is run again as root, with a warning saying the
-    image needs root), `root`, or any `docker run --user` value, used as given."""
     egress: bool = False
     """Let the container open connections out (the internet, the LAN, the cloud
     metadata address). Off: it runs on the internal network `openenv-v1-isolated`,
@@ -87,11 +112,6 @@ class DockerOptions(BaseModel):
     """An existing Docker network to run on instead (neither created nor removed;
     the port is published on `host`): its own rules then decide egress and traffic
     between containers, and `egress` does not apply."""
-    build_network: BuildNetwork | None = None
-    """Network of the image's build: `default` (Docker's build network; RUN steps
-    do not reach this host's loopback services) or `host` (where package registries
-    answer only from the host's network); unset, `$OPENENV_V1_BUILD_NETWORK`, else
-    `default`."""
     docker_run_args: list[str] = Field(default_factory=list)
     """Extra `docker run` options, placed before the image (e.g. `["--shm-size",
     "1g"]`; the network is `egress` or `network`, not a `--network` here)."""
@@ -121,21 +141,74 @@ def read_image_options(
     )
 
 
-def run_limits(options: DockerOptions) -> list[str]:
-    """The `docker run` options of `options`' hardening and limits: no capabilities
-    but `cap_add`, no new privileges, pids, memory (swap included), cpus, a
-    read-only root."""
+@dataclass(frozen=True)
+class LimitFlags:
+    """How one `docker` command spells the limits (`docker run` and `docker service
+    create` differ)."""
+
+    pids: str
+    memory: tuple[str, ...]
+    """The flags the memory limit is given to (`docker run` limits swap too)."""
+    cpus: str
+    tmp: tuple[str, str]
+    """The writable tmpfs at /tmp of a read-only root."""
+
+
+RUN_FLAGS = LimitFlags(
+    "--pids-limit",
+    ("--memory", "--memory-swap"),
+    "--cpus",
+    ("--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777"),
+)
+SERVICE_FLAGS = LimitFlags(
+    "--limit-pids",
+    ("--limit-memory",),
+    "--limit-cpu",
+    ("--mount", "type=tmpfs,destination=/tmp"),
+)
+
+
+def limit_args(options: ImageOptions, flags: LimitFlags) -> list[str]:
+    """The options of `options`' hardening and limits, spelt as `flags`: no
+    capabilities but `cap_add`, pids, memory, cpus, a read-only root. (Docker's
+    `no_new_privileges` has no Swarm spelling: its launch adds it.)"""
     argv = ["--cap-drop", "ALL"]
     for capability in options.cap_add:
         argv += ["--cap-add", capability]
-    if options.no_new_privileges:
-        argv += ["--security-opt", "no-new-privileges"]
     if options.pids_limit is not None:
-        argv += ["--pids-limit", str(options.pids_limit)]
+        argv += [flags.pids, str(options.pids_limit)]
     if options.memory:
-        argv += ["--memory", options.memory, "--memory-swap", options.memory]
+        for flag in flags.memory:
+            argv += [flag, options.memory]
     if options.cpus is not None:
-        argv += ["--cpus", str(options.cpus)]
+        argv += [flags.cpus, str(options.cpus)]
     if options.read_only:
-        argv += ["--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777"]
+        argv += ["--read-only", *flags.tmp]
     return argv
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """Who a server runs as, by the `user` option."""
+
+    user: str | None
+    """`root`, the `--user` value given, `NOBODY`, or None for the image's own."""
+    argv: list[str]
+    """The options that say so (`--user`, and `HOME` for `NOBODY`)."""
+    auto: bool = False
+    """`NOBODY` chosen by `user` "auto" (the image's own user is root)."""
+
+
+def run_as(user: str, image: str, *, needs_root: bool = False) -> RunAs:
+    """Who the server of `image` runs as for the `user` option (see
+    `ImageOptions.user`); `needs_root`: "auto" runs it as root (it was seen to
+    exit as `NOBODY`)."""
+    if user == "root":
+        return RunAs("root", ["--user", "0:0"])
+    if user != "auto":
+        return RunAs(user, ["--user", user])
+    if needs_root:
+        return RunAs("root", [])
+    if image_user(image).partition(":")[0] not in _ROOT_USERS:
+        return RunAs(None, [])  # the image names a user of its own: Docker runs it
+    return RunAs(NOBODY, ["--user", NOBODY, "--env", "HOME=/tmp"], auto=True)

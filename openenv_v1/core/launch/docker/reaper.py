@@ -23,7 +23,7 @@ The reaper runs this file as a script with the standard library only (no package
 import), so starting one costs a bare interpreter.
 
     labels = owner_labels("docker", env="org/maze")   # ensures the reaper runs
-    argv += [f"--label={k}={v}" for k, v in labels.items()]
+    argv += label_args("docker", env="org/maze")       # ["--label", "k=v", ...]
 """
 
 from __future__ import annotations
@@ -130,6 +130,17 @@ def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
     if env:
         labels[ENV_LABEL] = env
     return labels
+
+
+def label_args(
+    docker: str, env: str | None = None, flags: tuple[str, ...] = ("--label",)
+) -> list[str]:
+    """`owner_labels(docker, env)` as options of a `docker` command: each label
+    after each of `flags` (e.g. `--label` and `--container-label` for a service)."""
+    labels = owner_labels(docker, env)
+    return [
+        arg for k, v in labels.items() for flag in flags for arg in (flag, f"{k}={v}")
+    ]
 
 
 def ensure_reaper(docker: str, token: str | None = None) -> None:

@@ -66,7 +66,7 @@ class SwarmReplica:
         if self._stopped:  # stop() ran while it joined
             if self.service.leave(self):
                 _forget(self._key, self.service)
-                self.service.stop_container()
+                self.service.remove()
             raise EnvFailure("the Swarm launch was stopped")
         deadline = self._started_at + self.service.launch_timeout_s
         task = self.service.claim_task(self, deadline)
@@ -144,10 +144,7 @@ class SwarmReplica:
             self.gateway.stop()
         if self._joined and self.service.leave(self):
             _forget(self._key, self.service)
-            self.service.stop_container(grace_s)
-
-    def stop_container(self) -> None:
-        self.stop()
+            self.service.remove(grace_s)
 
 
 _services_lock = threading.Lock()

@@ -1,14 +1,17 @@
-"""One Swarm service per env target in this process: OpenEnv's Swarm provider, extended.
+"""One Swarm service per env target in this process, and its tasks.
 
 `SwarmService` keeps the shape of OpenEnv's `DockerSwarmProvider` (a service of
-`replicas` tasks of one image, an optional overlay network, removed by
-`stop_container()`) and does what the package docstring lists: the Docker launch's
+`replicas` tasks of one image, an optional overlay network, removed as a whole),
+takes nothing else of it (its constructor runs `docker version` and `docker swarm
+init` through `docker` on PATH; this asks nothing up front, runs `docker_cli()`, and
+never initialises a swarm by itself: an inactive one fails the first `join()` saying
+how to start one), and does what the package docstring lists: the Docker launch's
 image, nothing published by default (an internal overlay network of its own), the
 hardening and limits Swarm has, owner labels on the service, its containers and its
 network, `env_vars` by name only. Its replicas (`replica.SwarmReplica`) `join()` and
 `leave()` it and `claim_task()` a task each; it creates the service for the first,
-scales it up by one for one past its tasks, and reads its tasks (`tasks`) at most
-once a second unless asked for fresh ones.
+scales it up by one for one past its tasks, reads its tasks (`tasks`) at most once
+a second unless asked for fresh ones, and is removed (`remove()`) by the last.
 
 Imports `swarm.tasks`, `swarm.options` and `launch.docker`'s `cli`, `image`,
 `options` and `reaper`.
@@ -20,24 +23,18 @@ import contextlib
 import json
 import logging
 import math
-import secrets
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
-from openenv_v1.core.launch.docker.image import EnvImage, image_for, image_user
-from openenv_v1.core.launch.docker.options import NOBODY
-from openenv_v1.core.launch.docker.reaper import owner_labels
-from openenv_v1.core.launch.swarm.options import SwarmOptions, service_limits
+from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
+from openenv_v1.core.launch.docker.options import SERVICE_FLAGS, limit_args, run_as
+from openenv_v1.core.launch.docker.reaper import label_args
+from openenv_v1.core.launch.swarm.options import SwarmOptions
 from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
-from openenv_v1.core.light_import import without_gradio
 from openenv_v1.core.setting_names import setting
-
-with without_gradio():
-    from openenv.core.containers.runtime.providers import DockerSwarmProvider
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +42,9 @@ LOG_TAIL_LINES = 40
 _STATE_MAX_AGE_S = 1.0
 
 
-class SwarmService(DockerSwarmProvider):
+class SwarmService:
     """One Swarm service for one env target in this process, and its tasks; see the
-    module docstring. Thread-safe.
-
-    OpenEnv's constructor runs `docker version` and `docker swarm init` (when Swarm is
-    inactive) through `docker` on PATH; this one asks nothing up front, runs
-    `docker_cli()`, and never initialises a swarm by itself: an inactive one fails
-    the first `join()` saying how to start one."""
+    module docstring. Thread-safe."""
 
     def __init__(
         self,
@@ -66,7 +58,6 @@ class SwarmService(DockerSwarmProvider):
         self._service_id: str | None = None
         self._published_port: int | None = None
         self._overlay_network = options.network
-        self._auto_init_swarm = False
         self.env = env
         self.options = options
         self.launch_timeout_s = launch_timeout_s
@@ -113,7 +104,7 @@ class SwarmService(DockerSwarmProvider):
             self._claims[replica] = None
             if not self._created:
                 try:
-                    self.start_container("")
+                    self._create()
                 except EnvFailure as e:
                     self._failure = str(e)
                     raise
@@ -194,7 +185,7 @@ class SwarmService(DockerSwarmProvider):
 
     def task_failure(self, task: SwarmTask) -> str:
         who = ""
-        if self.user is not None and self.user != "0:0":
+        if self.user is not None and self.user != "root":
             who = (
                 f" (it ran as user {self.user}: if the image needs root, set "
                 f"{setting('provider_kwargs.user', 'root')})"
@@ -216,9 +207,9 @@ class SwarmService(DockerSwarmProvider):
         )
         return (result.stdout + result.stderr).strip()
 
-    # --- OpenEnv's provider methods, extended ---
+    # --- the service ---
 
-    def _ensure_swarm_initialized(self) -> None:
+    def _check_swarm_active(self) -> None:
         result = run_docker("info", "--format", "{{.Swarm.LocalNodeState}}")
         state = result.stdout.strip() or "unknown"
         if result.returncode != 0 or state != "active":
@@ -230,13 +221,11 @@ class SwarmService(DockerSwarmProvider):
                 "provider"
             )
 
-    def _ensure_overlay_network(self, network: str) -> None:
-        labels = owner_labels(docker_cli(), self.env)
+    def _create_network(self, network: str) -> None:
         argv = ["network", "create", "--driver", "overlay", "--attachable"]
         if not self.egress:
             argv.append("--internal")
-        for key, value in labels.items():
-            argv += ["--label", f"{key}={value}"]
+        argv += label_args(docker_cli(), self.env)
         result = run_docker(*argv, network)
         if result.returncode != 0:
             raise EnvFailure(
@@ -245,28 +234,18 @@ class SwarmService(DockerSwarmProvider):
             )
         self._own_network = network
 
-    def start_container(
-        self,
-        image: str,
-        port: int | None = None,
-        env_vars: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> str:
-        """Create the service (its image found or built first, `image` ignored) and
-        its own network; returns "" (no task has an address yet: see `url_of`)."""
-        self._ensure_swarm_initialized()
+    def _create(self) -> None:
+        """Create the service (its image found or built first) and its own network
+        (no task has an address yet: see `claim_task`, `url_of`)."""
+        self._check_swarm_active()
+        o = self.options
         self.image = image_for(
-            self.env,
-            self.options.image,
-            self.options.project_path,
-            self.options.tag,
-            self.options.build_network,
+            self.env, o.image, o.project_path, o.tag, o.build_network
         )
-        name = self._generate_service_name(self.image.image).replace("_", "-")
-        self._service_name = f"{name[-40:].lstrip('-.')}-{secrets.token_hex(3)}"
+        self._service_name = name_for(self.image.image, "swarm")
         if self._overlay_network is None:
-            self._ensure_overlay_network(f"{self._service_name}-net")
-        argv, env = self.create_args(self.image, env_vars)
+            self._create_network(f"{self._service_name}-net")
+        argv, env = self.create_args(self.image)
         self._created = True
         result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
         if result.returncode != 0:
@@ -285,7 +264,6 @@ class SwarmService(DockerSwarmProvider):
             self.replicas,
             self.options.publish,
         )
-        return ""
 
     def create_args(
         self, image: EnvImage, env_vars: Mapping[str, str] | None = None
@@ -308,9 +286,10 @@ class SwarmService(DockerSwarmProvider):
         else:
             published = f"published={options.port}," if options.port else ""
             argv += ["--publish", f"{published}target={options.container_port}"]
-        for key, value in owner_labels(docker_cli(), self.env).items():
-            argv += ["--label", f"{key}={value}", "--container-label", f"{key}={value}"]
-        argv += service_limits(options) + self._user_args(image)
+        argv += label_args(docker_cli(), self.env, ("--label", "--container-label"))
+        chosen = run_as(options.user, image.image)
+        self.user = chosen.user
+        argv += limit_args(options, SERVICE_FLAGS) + chosen.argv
         argv += ["--stop-grace-period", f"{math.ceil(options.stop_grace_s)}s"]
         if image.source != "image setting":
             argv.append("--no-resolve-image")  # built or named here: no registry
@@ -318,20 +297,6 @@ class SwarmService(DockerSwarmProvider):
             argv += ["--env", key]  # the value comes from the client's environment
         argv += [*options.service_args, image.image]
         return argv, env
-
-    def _user_args(self, image: EnvImage) -> list[str]:
-        chosen = self.options.user
-        if chosen == "root":
-            self.user = "0:0"
-        elif chosen != "auto":
-            self.user = chosen
-        elif image_user(image.image).partition(":")[0] in {"", "root", "0"}:
-            self.user = NOBODY
-            return ["--user", NOBODY, "--env", "HOME=/tmp"]
-        else:
-            self.user = None  # the image names a user of its own
-            return []
-        return ["--user", self.user]
 
     def _ingress_port(self) -> int:
         result = run_docker(
@@ -368,7 +333,7 @@ class SwarmService(DockerSwarmProvider):
         self.replicas = replicas
         logger.info("Swarm service %s scaled to %d tasks", self._service_name, replicas)
 
-    def stop_container(self, grace_s: float | None = None) -> None:
+    def remove(self, grace_s: float | None = None) -> None:
         """Remove the service, wait (up to its stop grace period and 20 s) for its
         containers on this node to go, then remove its own network (Docker refuses
         while containers are attached; the owner's reaper retries)."""
@@ -397,9 +362,6 @@ class SwarmService(DockerSwarmProvider):
                 )
                 return
             time.sleep(0.3)
-
-    def wait_for_ready(self, base_url: str, timeout_s: float = 30.0) -> None:
-        raise NotImplementedError("SwarmReplica.wait_for_ready waits on one task")
 
     # --- internals ---
 
