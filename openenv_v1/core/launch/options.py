@@ -9,7 +9,8 @@ options); anything else unknown or invalid is an `EnvFailure` naming each proble
 and the known keys:
 
     options = read_options(DockerOptions, target.provider_kwargs, "Docker",
-        "provider_kwargs", ignore=UV_ONLY_OPTIONS, because="the image runs its own command")
+        "provider_kwargs", ignore=UV_ONLY_OPTIONS,
+        because="the image runs its own command")
     # EnvFailure: bad Docker option in provider_kwargs: memroy: Extra inputs are
     #   not permitted (known: image, tag, ...)
 

@@ -167,14 +167,15 @@ class DockerLaunch:
         if publish:
             host_port = port or options.port or ""
             argv += ["-p", f"{options.host}:{host_port}:{options.container_port}"]
-        argv += label_args(docker_cli(), self.env) + limit_args(options, RUN_FLAGS)
-        if options.no_new_privileges:
-            argv += ["--security-opt", "no-new-privileges"]
-        chosen = run_as(options.user, image, needs_root=image in _needs_root)
+        argv += label_args(docker_cli(), self.env)
+        argv += limit_args(
+            options, RUN_FLAGS, no_new_privileges=options.no_new_privileges
+        )
+        chosen = run_as(options.user, image, RUN_FLAGS, needs_root=image in _needs_root)
         self.user, self._auto_user = chosen.user, chosen.auto
         argv += chosen.argv
         for key in env:
-            argv += ["-e", key]  # the value comes from the client's environment
+            argv += [RUN_FLAGS.env, key]  # its value: the client's environment
         argv += [*options.docker_run_args, image]
         with self._lock:
             if self._stopped:

@@ -14,7 +14,8 @@ with a warning. `limit_args` is what the hardening and limits become, spelt for
 `run_as` who the server runs as (`user`).
 
     options = docker_options(target)
-    argv = limit_args(options, RUN_FLAGS) + run_as(options.user, image).argv
+    argv = limit_args(options, RUN_FLAGS) + run_as(options.user, image, RUN_FLAGS).argv
+    # docker run ... --cap-drop ALL --pids-limit 1024 --memory 4g --memory-swap 4g ...
 
 Imports `build` (the build network's type), `image` (the image's own user) and
 `launch.options`.
@@ -142,10 +143,12 @@ def read_image_options(
 
 
 @dataclass(frozen=True)
-class LimitFlags:
-    """How one `docker` command spells the limits (`docker run` and `docker service
-    create` differ)."""
+class CommandFlags:
+    """How one `docker` command spells these options (`docker run` and `docker
+    service create` differ)."""
 
+    env: str
+    """The flag of one server variable."""
     pids: str
     memory: tuple[str, ...]
     """The flags the memory limit is given to (`docker run` limits swap too)."""
@@ -154,13 +157,15 @@ class LimitFlags:
     """The writable tmpfs at /tmp of a read-only root."""
 
 
-RUN_FLAGS = LimitFlags(
+RUN_FLAGS = CommandFlags(
+    "-e",
     "--pids-limit",
     ("--memory", "--memory-swap"),
     "--cpus",
     ("--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777"),
 )
-SERVICE_FLAGS = LimitFlags(
+SERVICE_FLAGS = CommandFlags(
+    "--env",
     "--limit-pids",
     ("--limit-memory",),
     "--limit-cpu",
@@ -168,13 +173,17 @@ SERVICE_FLAGS = LimitFlags(
 )
 
 
-def limit_args(options: ImageOptions, flags: LimitFlags) -> list[str]:
+def limit_args(
+    options: ImageOptions, flags: CommandFlags, *, no_new_privileges: bool = False
+) -> list[str]:
     """The options of `options`' hardening and limits, spelt as `flags`: no
-    capabilities but `cap_add`, pids, memory, cpus, a read-only root. (Docker's
-    `no_new_privileges` has no Swarm spelling: its launch adds it.)"""
+    capabilities but `cap_add`, no new privileges if asked (`docker run` only),
+    pids, memory, cpus, a read-only root."""
     argv = ["--cap-drop", "ALL"]
     for capability in options.cap_add:
         argv += ["--cap-add", capability]
+    if no_new_privileges:
+        argv += ["--security-opt", "no-new-privileges"]
     if options.pids_limit is not None:
         argv += [flags.pids, str(options.pids_limit)]
     if options.memory:
@@ -199,10 +208,12 @@ class RunAs:
     """`NOBODY` chosen by `user` "auto" (the image's own user is root)."""
 
 
-def run_as(user: str, image: str, *, needs_root: bool = False) -> RunAs:
+def run_as(
+    user: str, image: str, flags: CommandFlags, *, needs_root: bool = False
+) -> RunAs:
     """Who the server of `image` runs as for the `user` option (see
-    `ImageOptions.user`); `needs_root`: "auto" runs it as root (it was seen to
-    exit as `NOBODY`)."""
+    `ImageOptions.user`), its options spelt as `flags`; `needs_root`: "auto" runs
+    it as root (it was seen to exit as `NOBODY`)."""
     if user == "root":
         return RunAs("root", ["--user", "0:0"])
     if user != "auto":
@@ -211,4 +222,4 @@ def run_as(user: str, image: str, *, needs_root: bool = False) -> RunAs:
         return RunAs("root", [])
     if image_user(image).partition(":")[0] not in _ROOT_USERS:
         return RunAs(None, [])  # the image names a user of its own: Docker runs it
-    return RunAs(NOBODY, ["--user", NOBODY, "--env", "HOME=/tmp"], auto=True)
+    return RunAs(NOBODY, ["--user", NOBODY, flags.env, "HOME=/tmp"], auto=True)

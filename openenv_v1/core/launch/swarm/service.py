@@ -287,14 +287,14 @@ class SwarmService:
             published = f"published={options.port}," if options.port else ""
             argv += ["--publish", f"{published}target={options.container_port}"]
         argv += label_args(docker_cli(), self.env, ("--label", "--container-label"))
-        chosen = run_as(options.user, image.image)
+        chosen = run_as(options.user, image.image, SERVICE_FLAGS)
         self.user = chosen.user
         argv += limit_args(options, SERVICE_FLAGS) + chosen.argv
         argv += ["--stop-grace-period", f"{math.ceil(options.stop_grace_s)}s"]
         if image.source != "image setting":
             argv.append("--no-resolve-image")  # built or named here: no registry
         for key in env:
-            argv += ["--env", key]  # the value comes from the client's environment
+            argv += [SERVICE_FLAGS.env, key]  # its value: the client's environment
         argv += [*options.service_args, image.image]
         return argv, env
 
