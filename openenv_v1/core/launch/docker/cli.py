@@ -3,7 +3,9 @@
 `docker_cli()` is `$OPENENV_V1_DOCKER` (e.g. `/usr/bin/docker`, a client with BuildKit
 built in), else `docker` on PATH; `run_docker(*args)` runs it with its output
 captured, a timeout as exit code 124, and a client that cannot run as an
-`EnvFailure` naming the fix.
+`EnvFailure` naming the fix. `LastSaid` is what a `docker` query last answered,
+asked again in the background when stale, so a reader under a lock never waits on
+Docker.
 
 Imports only `openenv_v1.core.errors`: the bottom of `docker/`.
 """
@@ -12,9 +14,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 from openenv_v1.core.errors import EnvFailure
+
+_T = TypeVar("_T")
 
 DOCKER_VAR = "OPENENV_V1_DOCKER"
 """Environment variable naming the `docker` client to run (default: `docker` on PATH)."""
@@ -49,3 +56,47 @@ def run_docker(
             f"cannot run the Docker client {docker_cli()!r}: {e} (install Docker, "
             "or point OPENENV_V1_DOCKER at its `docker`)"
         ) from e
+
+
+class LastSaid(Generic[_T]):
+    """What `ask()` (a `docker` query) last answered, starting from `first`.
+    Thread-safe; see `get`."""
+
+    def __init__(self, ask: Callable[[], _T], first: _T, *, thread: str) -> None:
+        self._ask, self._value, self._thread = ask, first, thread
+        self._at = 0.0
+        self._asking = False
+        self._lock = threading.Lock()
+
+    def get(self, max_age: float) -> _T:
+        """The answer; when older than `max_age` seconds, asked again: in the
+        background (this returns the last answer, never blocking) unless `max_age`
+        is 0, which asks now and returns the new answer."""
+        with self._lock:
+            if time.monotonic() - self._at < max_age:
+                return self._value
+            if max_age > 0:
+                if not self._asking:
+                    self._asking = True
+                    threading.Thread(
+                        target=self._refresh, name=self._thread, daemon=True
+                    ).start()
+                return self._value
+        self._refresh()
+        with self._lock:
+            return self._value
+
+    def set(self, value: _T) -> None:
+        """Take `value` as the answer Docker gave now (one seen another way)."""
+        with self._lock:
+            self._value, self._at = value, time.monotonic()
+
+    def _refresh(self) -> None:
+        try:
+            value = self._ask()
+            with self._lock:
+                self._value = value
+        finally:
+            with self._lock:
+                self._at = time.monotonic()
+                self._asking = False

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
+from openenv_v1.core.launch.docker.cli import LastSaid, docker_cli, run_docker
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
 from openenv_v1.core.launch.docker.network import address_on, ensure_network, forget
 from openenv_v1.core.launch.docker.options import (
@@ -54,6 +54,7 @@ from openenv_v1.core.launch.docker.options import (
     DockerOptions,
     docker_options,
     limit_args,
+    root_hint,
     run_as,
 )
 from openenv_v1.core.launch.docker.prune import prune_env_images
@@ -111,9 +112,7 @@ class DockerLaunch:
         self._image_name: str | None = None
         self._lock = threading.Lock()
         self._stopped = False
-        self._checked_at = 0.0
-        self._was_running = False
-        self._refreshing = False
+        self._running = LastSaid(self._runs, False, thread="openenv-v1-docker-state")
         self._run_started = 0.0
 
     @property
@@ -325,7 +324,7 @@ class DockerLaunch:
             ),
         )
         self.start_seconds = time.monotonic() - self._run_started
-        self._was_running, self._checked_at = True, time.monotonic()
+        self._running.set(True)
         return url
 
     def _starting(self) -> bool:
@@ -374,12 +373,7 @@ class DockerLaunch:
                 " (killed for exceeding its memory limit: raise "
                 f"{setting('provider_kwargs.memory')})"
             )
-        who = ""
-        if self.user is not None and self.user != "root" and not self._auto_user:
-            who = (
-                f" (it ran as user {self.user}: if the image needs root, set "
-                f"{setting('provider_kwargs.user', 'root')})"
-            )
+        who = "" if self._auto_user else root_hint(self.user)  # auto: run as root
         return (
             f"container {self._container_name} ({self._image_name}) exited "
             f"with code {state.get('ExitCode')}{why} before it was ready{who}; its log "
@@ -396,25 +390,11 @@ class DockerLaunch:
         """Whether the container runs, as Docker last said. Never blocks: `ServerPool`
         asks under its lock on every lease, so a stale answer (over a second old) is
         refreshed in the background and the last one returned."""
-        if self._container_id is None:
-            return False
-        with self._lock:
-            stale = time.monotonic() - self._checked_at >= 1.0
-            if stale and not self._refreshing:
-                self._refreshing = True
-                threading.Thread(
-                    target=self._refresh, name="openenv-v1-docker-state", daemon=True
-                ).start()
-        return self._was_running
+        return self._container_id is not None and self._running.get(max_age=1.0)
 
-    def _refresh(self) -> None:
-        try:
-            state = self._state()
-            self._was_running = bool(state and state.get("Running"))
-        finally:
-            with self._lock:
-                self._checked_at = time.monotonic()
-                self._refreshing = False
+    def _runs(self) -> bool:
+        state = self._state()
+        return bool(state and state.get("Running"))
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop the container (SIGTERM, SIGKILL after `grace_s`) and remove it."""

@@ -10,8 +10,8 @@ reads either from `target.provider_kwargs` with `launch.options.read_options` (t
 env folder's `openenv.yaml` defaults under what is set, anything unknown or invalid
 an `EnvFailure` naming it and the known ones), the options of a UV launch dropped
 with a warning. `limit_args` is what the hardening and limits become, spelt for
-`docker run` (`RUN_FLAGS`) or `docker service create` (`SERVICE_FLAGS`), and
-`run_as` who the server runs as (`user`).
+`docker run` (`RUN_FLAGS`) or `docker service create` (`SERVICE_FLAGS`), `run_as`
+who the server runs as (`user`), and `root_hint` what a failure then says of it.
 
     options = docker_options(target)
     argv = limit_args(options, RUN_FLAGS) + run_as(options.user, image, RUN_FLAGS).argv
@@ -223,3 +223,14 @@ def run_as(
     if image_user(image).partition(":")[0] not in _ROOT_USERS:
         return RunAs(None, [])  # the image names a user of its own: Docker runs it
     return RunAs(NOBODY, ["--user", NOBODY, flags.env, "HOME=/tmp"], auto=True)
+
+
+def root_hint(user: str | None) -> str:
+    """What the failure of a server that ended as `user` (`RunAs.user`) adds: a
+    user other than root may be why."""
+    if user is None or user == "root":
+        return ""
+    return (
+        f" (it ran as user {user}: if the image needs root, set "
+        f"{setting('provider_kwargs.user', 'root')})"
+    )

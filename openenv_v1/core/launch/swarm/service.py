@@ -28,9 +28,14 @@ import time
 from collections.abc import Mapping
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
+from openenv_v1.core.launch.docker.cli import LastSaid, docker_cli, run_docker
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
-from openenv_v1.core.launch.docker.options import SERVICE_FLAGS, limit_args, run_as
+from openenv_v1.core.launch.docker.options import (
+    SERVICE_FLAGS,
+    limit_args,
+    root_hint,
+    run_as,
+)
 from openenv_v1.core.launch.docker.reaper import label_args
 from openenv_v1.core.launch.swarm.options import SwarmOptions
 from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
@@ -71,9 +76,7 @@ class SwarmService:
         self._removed = False
         self._claims: dict[object, str | None] = {}
         """Replica -> the task it serves (None while it waits for one)."""
-        self._tasks: dict[str, SwarmTask] = {}
-        self._tasks_at = 0.0
-        self._refreshing = False
+        self._tasks = LastSaid(self._read_tasks, {}, thread="openenv-v1-swarm")
         self._nodes: dict[str, str] = {}
         self.user: str | None = None
         """The user the tasks run as (`--user`), or None for the image's own."""
@@ -168,32 +171,13 @@ class SwarmService:
         """The service's tasks as Swarm last said, refreshed when older than
         `max_age` (a refresh for `max_age > 0` runs in the background: never
         blocks)."""
-        with self._lock:
-            stale = time.monotonic() - self._tasks_at >= max_age
-            if not stale:
-                return dict(self._tasks)
-            if max_age > 0:
-                if not self._refreshing:
-                    self._refreshing = True
-                    threading.Thread(
-                        target=self._refresh, name="openenv-v1-swarm", daemon=True
-                    ).start()
-                return dict(self._tasks)
-        self._refresh()
-        with self._lock:
-            return dict(self._tasks)
+        return dict(self._tasks.get(max_age))
 
     def task_failure(self, task: SwarmTask) -> str:
-        who = ""
-        if self.user is not None and self.user != "root":
-            who = (
-                f" (it ran as user {self.user}: if the image needs root, set "
-                f"{setting('provider_kwargs.user', 'root')})"
-            )
         return (
             f"Swarm task {task.id[:12]} of service {self._service_name} "
             f"({self._image_ref()}) is {task.state}: {task.error or 'no error given'}"
-            f"{who}; its log ends with:\n{self.log_tail(task.id)}"
+            f"{root_hint(self.user)}; its log ends with:\n{self.log_tail(task.id)}"
         )
 
     @property
@@ -365,15 +349,8 @@ class SwarmService:
 
     # --- internals ---
 
-    def _refresh(self) -> None:
-        try:
-            tasks = read_tasks(self._service_id, self.network, self.options)
-            with self._lock:
-                self._tasks = tasks
-        finally:
-            with self._lock:
-                self._tasks_at = time.monotonic()
-                self._refreshing = False
+    def _read_tasks(self) -> dict[str, SwarmTask]:
+        return read_tasks(self._service_id, self.network, self.options)
 
     def _node_address(self, node: str) -> str:
         if node not in self._nodes:
