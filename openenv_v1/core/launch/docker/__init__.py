@@ -1,11 +1,14 @@
 """Env servers in Docker containers on this host, and nothing left behind.
 
-    container.py  DockerLaunch: OpenEnv's Docker provider, extended (loopback ports,
-                  limits, no capabilities, an unprivileged user, labels)
-    options.py    DockerOptions: the Docker keys of provider_kwargs, read and
-                  checked (Swarm's too), and the limits they put on `docker run`
+    container.py  DockerLaunch: a container in OpenEnv's provider shape, as a
+                  launcher (loopback ports, limits, no capabilities, an
+                  unprivileged user, labels)
+    options.py    ImageOptions (the keys of every image launch, Swarm's too) and
+                  DockerOptions, read and checked; the limits and user they put
+                  on `docker run` or `docker service create`
     image.py      the image a launch runs: given, the Space's, or one built from
-                  the env's folder (tagged by a hash of what it is made of)
+                  the env's folder (tagged by a hash of what it is made of); a
+                  unique name for a container or service of it
     build.py      `docker build` of that image: arguments, network, one at a time,
                   a failure that names its step
     context.py    the build context: the env folder or its repository's root
@@ -13,12 +16,13 @@
     network.py    the networks containers run on: no egress, no neighbours
     gateway.py    a loopback way in to a Swarm task that publishes nothing
     reaper.py     labels on everything started, and a reaper per owner process
-    cli.py        the `docker` client to run, and `run_docker`
+    cli.py        the `docker` client to run, `run_docker`, and `LastSaid` (an
+                  answer of Docker's refreshed in the background)
 
 Imports within go down this list's dependencies: `container` -> `options`, `image`,
-`network`, `prune`, `reaper`; `image` -> `build`, `context`; everything that runs
-`docker` -> `cli`. Outside `docker/` only `openenv_v1.core`'s shared modules
-(`errors`, `light_import`, `manifest`, `openenv_lines`) and `launch.env_target` (for
-its type). Imports nothing itself; `reaper.py` also runs as a script with no
+`network`, `prune`, `reaper`; `options` -> `image`; `image` -> `build`, `context`;
+everything that runs `docker` -> `cli`. Outside `docker/` only `openenv_v1.core`'s
+shared modules (`errors`, `light_import`, `manifest`, `openenv_lines`), `launch`'s
+`options`, `plan` and `readiness`, and `launch.env_target` (for its type). Imports nothing itself; `reaper.py` also runs as a script with no
 package imports.
 """

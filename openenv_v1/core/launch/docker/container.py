@@ -25,10 +25,10 @@ client or daemon fails `start()` with Docker's own message), and:
 - passes `env_vars` by name only (`-e NAME`, the value in the client's environment), so
   values never show in a command line or an error;
 - notices a container that exits before it is ready and reports its exit code (and an
-  out-of-memory kill) with the tail of its logs.
+  out-of-memory kill) with the tail of its logs (it waits with `readiness.wait_ready`).
 
-It has the provider face `ServerPool` drives (`start() -> url`, `wait_for_ready()`,
-`running()`, `stop()`), so shared containers are pooled like UV servers:
+It is a `plan.Launcher` (`start() -> url`, `wait_for_ready() -> url`, `running()`,
+`stop()`), so shared containers are pooled like UV servers:
 
     launch = docker_launch_plan(EnvTarget(env="org/maze", use_docker=True,
         provider_kwargs={"project_path": "envs/maze_env"})).launcher
@@ -125,15 +125,10 @@ class DockerLaunch:
         """The container's id once `docker run` returned, while it exists."""
         return self._container_id
 
-    def start(
-        self,
-        port: int | None = None,
-        env_vars: Mapping[str, str] | None = None,
-        **_: object,
-    ) -> str:
+    def start(self, **_: object) -> str:
         """Find or build the image and start its container; returns the base URL."""
         self.image = self._image()
-        return self.start_container(self.image.image, port=port, env_vars=env_vars)
+        return self.start_container(self.image.image)
 
     def _image(self) -> EnvImage:
         o = self.options
@@ -142,18 +137,13 @@ class DockerLaunch:
             prune_env_images(chosen.image.rpartition(":")[0], o.keep_images)
         return chosen
 
-    def start_container(
-        self,
-        image: str,
-        port: int | None = None,
-        env_vars: Mapping[str, str] | None = None,
-    ) -> str:
-        """Run a container of `image` (`port`: the host port to publish it on, with
-        `egress` or `network`); returns the base URL it will answer at."""
+    def start_container(self, image: str) -> str:
+        """Run a container of `image` as the options say; returns the base URL it
+        will answer at."""
         options = self.options
-        env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
+        env = {**options.env_vars, **self._secret_env}
         publish = options.egress or options.network is not None
-        if (port or options.port) and not publish:
+        if options.port and not publish:
             raise EnvFailure(
                 f"{setting('provider_kwargs.port')} publishes the server on the host, "
                 "and the isolated network publishes nothing: set "
@@ -164,8 +154,10 @@ class DockerLaunch:
         name = name_for(image)
         argv = ["run", "-d", "--init", "--name", name, "--network", network]
         if publish:
-            host_port = port or options.port or ""
-            argv += ["-p", f"{options.host}:{host_port}:{options.container_port}"]
+            argv += [
+                "-p",
+                f"{options.host}:{options.port or ''}:{options.container_port}",
+            ]
         argv += label_args(docker_cli(), self.env)
         argv += limit_args(
             options, RUN_FLAGS, no_new_privileges=options.no_new_privileges
@@ -265,16 +257,15 @@ class DockerLaunch:
             f"{self.options.container_port}/tcp: {result.stderr.strip()}"
         )
 
-    def wait_for_ready(
-        self, base_url: str | None = None, timeout_s: float | None = None
-    ) -> str:
-        """Poll `/health` until 200; returns the URL it answered at. A container that
-        exits first fails at once with its exit code and log tail, except one run
-        as uid 65534 because `user` is "auto": it is run again as root (the image
-        needs root), with a warning saying so."""
-        timeout_s = self.launch_timeout_s if timeout_s is None else timeout_s
+    def wait_for_ready(self) -> str:
+        """Wait for `/health` to answer 200, for `launch_timeout_s` at most (the
+        shared `readiness.wait_ready`); returns the URL it answered at. A container
+        that exits first fails at once with its exit code and log tail, except one
+        run as uid 65534 because `user` is "auto": it is run again as root (the
+        image needs root; its URL is then another), with a warning saying so."""
+        timeout_s = self.launch_timeout_s
         deadline = time.monotonic() + timeout_s
-        url = base_url or self._base_url
+        url = self._base_url
         try:
             return self._wait(url, deadline, timeout_s)
         except _ExitedEarly as e:

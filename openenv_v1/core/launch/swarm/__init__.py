@@ -1,9 +1,9 @@
-"""Env servers as a Docker Swarm service: OpenEnv's Swarm provider, extended.
+"""Env servers as a Docker Swarm service, hardened and owned.
 
 OpenEnv's `DockerSwarmProvider` creates a replicated service published through the
 routing mesh (`--publish PORT:8000`), with no limits, no owner, and `docker` from PATH.
 `SwarmService` keeps its shape (a service of `replicas` tasks of one image, an
-optional overlay network, removed by `stop_container()`) and:
+optional overlay network, removed as a whole), takes no code of it, and:
 
 - runs the image the Docker launch would (`docker.image.image_for`: `image`, one
   built from `project_path`'s Dockerfile, or the Space's);
@@ -15,10 +15,12 @@ optional overlay network, removed by `stop_container()`) and:
   or its container; `ingress`, the routing mesh: one port on every node, connections
   balanced over the tasks (it needs the kernel's IPVS). Both need a network with a
   way out (`egress`);
-- applies the Docker launch's hardening and limits where Swarm has them:
-  `--cap-drop ALL`, a non-root user where the image allows, memory, pids, cpus,
-  read-only root, `--init` (Swarm 20.10 has no swap limit and no
-  `no-new-privileges`: see docs/swarm.md);
+- takes the keys every launch of an image takes (`docker.options.ImageOptions`) and
+  applies the Docker launch's hardening and limits where Swarm has them, spelt for
+  `docker service create` (`docker.options.limit_args`, `run_as`): `--cap-drop
+  ALL`, a non-root user where the image allows, memory, pids, cpus, read-only root,
+  `--init` (Swarm 20.10 has no swap limit and no `no-new-privileges`: see
+  docs/swarm.md);
 - puts its tasks on an overlay network of their own (or the `network` named), and
   labels the service, its containers and that network with the owner process and run
   (`docker.reaper`): the owner's reaper removes all three when the owner is gone,
@@ -40,10 +42,9 @@ stopped removes the service and its network.
         provider_kwargs={"project_path": "envs/maze_env", "publish": "host"})).launcher
     replica.start(); url = replica.wait_for_ready(); ...; replica.stop()
 
-    options.py  SwarmOptions: the Swarm keys of provider_kwargs, and the limits
-                they put on `docker service create`
-    service.py  SwarmService: OpenEnv's Swarm provider, extended; one service per
-                target in this process, its network, scaling, removal
+    options.py  SwarmOptions: the image's keys of provider_kwargs and Swarm's own
+    service.py  SwarmService: one service per target in this process, its
+                network, scaling, removal
     tasks.py    the service's tasks as Docker reports them
     replica.py  SwarmReplica (one task as one server) and `swarm_launch_plan`
 

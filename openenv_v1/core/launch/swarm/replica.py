@@ -8,8 +8,8 @@ while every task is claimed scales the service up by one. With `publish` "local"
 each replica reaches its task through a loopback gateway (`docker.gateway`). The
 last replica stopped removes the service and its network.
 
-Imports `swarm.service`, `swarm.options`, `swarm.tasks` and `docker.cli`,
-`docker.gateway`.
+Imports `swarm.service`, `swarm.options`, `swarm.tasks`, `docker.cli`,
+`docker.gateway`, and `launch.plan` and `launch.readiness` (the shared wait).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 
 class SwarmReplica:
-    """One server of a Swarm service: a task, with the provider face `ServerPool`
-    and `open_env` drive (`start() -> url`, `wait_for_ready()`, `running()`,
-    `stop()`). `stop()` is idempotent; the last replica of a service removes it."""
+    """One server of a Swarm service: a task, as a `plan.Launcher` (`start() ->
+    url`, `wait_for_ready() -> url`, `running()`, `stop()`). `stop()` is
+    idempotent; the last replica of a service removes it."""
 
     def __init__(self, service: SwarmService, key: str) -> None:
         self.service = service
@@ -89,13 +89,13 @@ class SwarmReplica:
         self._url = gateway.url
         return self._url
 
-    def wait_for_ready(
-        self, base_url: str | None = None, timeout_s: float | None = None
-    ) -> str:
-        """Poll `/health` until 200, and return the URL it answered at; a task that
-        fails or ends first fails at once with Swarm's error and its log tail."""
-        url = base_url or self._url
-        timeout_s = self.service.launch_timeout_s if timeout_s is None else timeout_s
+    def wait_for_ready(self) -> str:
+        """Wait for `/health` to answer 200, for the launch timeout at most (the
+        shared `readiness.wait_ready`), and return the URL it answered at; a task
+        that fails or ends first fails at once with Swarm's error and its log
+        tail."""
+        url = self._url
+        timeout_s = self.service.launch_timeout_s
         if self._stopped or url is None or self.task_id is None:
             raise EnvFailure("the Swarm launch was not started, or was stopped")
         task_id = self.task_id
