@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -154,17 +155,9 @@ class DockerLaunch:
         name = name_for(image)
         argv = ["run", "-d", "--init", "--name", name, "--network", network]
         if publish:
-            argv += [
-                "-p",
-                f"{options.host}:{options.port or ''}:{options.container_port}",
-            ]
-        argv += label_args(docker_cli(), self.env)
-        argv += limit_args(
-            options, RUN_FLAGS, no_new_privileges=options.no_new_privileges
-        )
-        chosen = run_as(options.user, image, RUN_FLAGS, needs_root=image in _needs_root)
-        self.user, self._auto_user = chosen.user, chosen.auto
-        argv += chosen.argv
+            bind = f"{options.host}:{options.port or ''}:{options.container_port}"
+            argv += ["-p", bind]
+        argv += self._hardening(image)
         for key in env:
             argv += [RUN_FLAGS.env, key]  # its value: the client's environment
         argv += [*options.docker_run_args, image]
@@ -173,19 +166,7 @@ class DockerLaunch:
                 raise EnvFailure("the Docker launch was stopped")
             self._container_name, self._image_name = name, image
         self._run_started = time.monotonic()
-        result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
-        shared = options.network is None
-        if result.returncode != 0 and shared and _network_gone(result.stderr):
-            # Another owner's reaper removed the idle shared network meanwhile.
-            forget(network)
-            run_docker("rm", "-f", name, timeout=60)
-            ensure_network(egress=options.egress, again=True)
-            result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
-        if result.returncode != 0:
-            raise EnvFailure(
-                f"`docker run ... {image}` failed (exit {result.returncode}): "
-                f"{(result.stderr or result.stdout).strip()}"
-            )
+        result = self._docker_run(argv, env, network)
         with self._lock:
             self._container_id = result.stdout.strip()
             stopped = self._stopped
@@ -212,6 +193,37 @@ class DockerLaunch:
         )
         return self._base_url
 
+    def _hardening(self, image: str) -> list[str]:
+        """The owner's labels, the limits and the user of a container of `image`."""
+        options = self.options
+        argv = label_args(docker_cli(), self.env)
+        argv += limit_args(
+            options, RUN_FLAGS, no_new_privileges=options.no_new_privileges
+        )
+        chosen = run_as(options.user, image, RUN_FLAGS, needs_root=image in _needs_root)
+        self.user, self._auto_user = chosen.user, chosen.auto
+        return argv + chosen.argv
+
+    def _docker_run(
+        self, argv: list[str], env: dict[str, str], network: str
+    ) -> subprocess.CompletedProcess[str]:
+        """`docker <argv>`, once more if the shared `network` went meanwhile;
+        `EnvFailure` with Docker's error when it fails."""
+        result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
+        shared = self.options.network is None
+        if result.returncode != 0 and shared and _network_gone(result.stderr):
+            # Another owner's reaper removed the idle shared network meanwhile.
+            forget(network)
+            run_docker("rm", "-f", self._container_name or "", timeout=60)
+            ensure_network(egress=self.options.egress, again=True)
+            result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
+        if result.returncode != 0:
+            raise EnvFailure(
+                f"`docker run ... {argv[-1]}` failed (exit {result.returncode}): "
+                f"{(result.stderr or result.stdout).strip()}"
+            )
+        return result
+
     def _network(self) -> str:
         options = self.options
         for arg in options.docker_run_args:
@@ -231,9 +243,7 @@ class DockerLaunch:
         network = self.network or ""
         address = address_on(self._container_id or "", network)
         if address is None:
-            state = self._state()
-            if state is not None and not state.get("Running"):
-                raise _ExitedEarly(self._exit_message(state))  # gone before asked
+            self._raise_if_exited()  # gone before it was asked
             raise EnvFailure(
                 f"container {self._container_name} has no address on network {network}"
             )
@@ -249,9 +259,7 @@ class DockerLaunch:
             if port.isdigit():
                 self.published = f"{address}:{port}"
                 return port
-        state = self._state()
-        if state is not None and not state.get("Running"):
-            raise _ExitedEarly(self._exit_message(state))  # gone before it was asked
+        self._raise_if_exited()  # gone before it was asked
         raise EnvFailure(
             f"container {self._container_name} publishes no port for "
             f"{self.options.container_port}/tcp: {result.stderr.strip()}"
@@ -323,10 +331,14 @@ class DockerLaunch:
         was stopped), naming how."""
         if self._container_id is None:
             raise EnvFailure("the Docker launch was not started, or was stopped")
+        self._raise_if_exited()
+        return True
+
+    def _raise_if_exited(self) -> None:
+        """`_ExitedEarly`, saying how, when the container no longer runs."""
         state = self._state()
         if state is not None and not state.get("Running"):
             raise _ExitedEarly(self._exit_message(state))
-        return True
 
     def _reach_hint(self) -> str:
         if self.published is not None or self.address is None:
