@@ -383,11 +383,15 @@ class DockerLaunch:
             f"ends with:\n{self.log_tail()}"
         )
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+    def log_tail(self, chars: int | None = None) -> str:
+        """The end of the container's log: its last `LOG_TAIL_LINES` lines, or (as
+        UV's `log_tail`, which `check` calls) its last `chars` characters."""
         if self._container_id is None:
             return ""
+        lines = LOG_TAIL_LINES if chars is None else chars  # a line has 1 at least
         result = run_docker("logs", "--tail", str(lines), self._container_id)
-        return (result.stdout + result.stderr).strip()
+        text = (result.stdout + result.stderr).strip()
+        return text if chars is None else text[-chars:]
 
     def running(self) -> bool:
         """Whether the container runs, as Docker last said. Never blocks: `ServerPool`

@@ -1,21 +1,16 @@
-"""The keys of `provider_kwargs` a launch of an image takes, read and checked, and
-what they become on Docker's command lines.
+"""The keys of `provider_kwargs` a launch of an image takes, and what they become
+on Docker's command lines.
 
 `ImageOptions` declares, once, what every launcher that runs an image (Docker,
-Swarm) may be given: the image, its build, the server's port and variables, its
-user, capabilities and limits. `DockerOptions` adds the Docker launch's own (its
-network and egress, the published port, old images kept, `docker run` options);
-`swarm.options.SwarmOptions` adds Swarm's. `read_image_options(model, target, ...)`
-reads either from `target.provider_kwargs` with `launch.options.read_options` (the
-env folder's `openenv.yaml` defaults under what is set, anything unknown or invalid
-an `EnvFailure` naming it and the known ones), the options of a UV launch dropped
-with a warning. `limit_args` is what the hardening and limits become, spelt for
-`docker run` (`RUN_FLAGS`) or `docker service create` (`SERVICE_FLAGS`), `run_as`
-who the server runs as (`user`), and `root_hint` what a failure then says of it.
+Swarm) takes: the image, its build, the server's port and variables, its user,
+capabilities and limits; `DockerOptions` and `swarm.options.SwarmOptions` add their
+own. `read_image_options` reads either with `launch.options.read_options`, the
+options of a UV launch dropped with a warning. `limit_args` and `run_as` are the
+limits and the user, spelt for `docker run` (`RUN_FLAGS`) or `docker service
+create` (`SERVICE_FLAGS`); `root_hint` is what a failure says of that user.
 
     options = docker_options(target)
     argv = limit_args(options, RUN_FLAGS) + run_as(options.user, image, RUN_FLAGS).argv
-    # docker run ... --cap-drop ALL --pids-limit 1024 --memory 4g --memory-swap 4g ...
 
 Imports `build` (the build network's type), `image` (the image's own user) and
 `launch.options`.

@@ -62,7 +62,6 @@ class SwarmService:
         self._service_name: str | None = None
         self._service_id: str | None = None
         self._published_port: int | None = None
-        self._overlay_network = options.network
         self.env = env
         self.options = options
         self.launch_timeout_s = launch_timeout_s
@@ -183,7 +182,7 @@ class SwarmService:
     @property
     def network(self) -> str | None:
         """The network the tasks run on."""
-        return self._own_network or self._overlay_network
+        return self._own_network or self.options.network
 
     def log_tail(self, task_id: str, lines: int = LOG_TAIL_LINES) -> str:
         result = run_docker(
@@ -227,7 +226,7 @@ class SwarmService:
             self.env, o.image, o.project_path, o.tag, o.build_network
         )
         self._service_name = name_for(self.image.image, "swarm")
-        if self._overlay_network is None:
+        if self.options.network is None:
             self._create_network(f"{self._service_name}-net")
         argv, env = self.create_args(self.image)
         self._created = True
@@ -256,11 +255,10 @@ class SwarmService:
         they read the server's variables from (by name: values never on argv)."""
         options = self.options
         assert self._service_name is not None
-        network = self._own_network or self._overlay_network
         env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
         argv = ["service", "create", "--detach", "--quiet", "--init"]
         argv += ["--name", self._service_name, "--replicas", str(self.replicas)]
-        argv += ["--network", str(network)]
+        argv += ["--network", str(self.network)]
         if options.publish == "local":
             # Reached at each task's address: no virtual IP (which needs IPVS).
             argv += ["--endpoint-mode", "dnsrr"]
