@@ -18,6 +18,7 @@ from openenv_v1 import local_policy
 from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
+from openenv_v1.vf02.simulator.prefork import PROCESS_NAME
 from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -308,12 +309,12 @@ def wordle_uvicorns() -> list[tuple[int, str]]:
 def user_simulators() -> list[tuple[int, str]]:
     """Live `openenv_v1.vf02.user` processes started by this checkout's evals (verifiers
     runs them with the eval's own Python), and the simulator fork servers and their
-    forks (which keep the fork server's command line, or, forked in an eval forked
-    from a zygote, its name: `zygote.FORK_SERVER_NAME`)."""
+    forks (which keep the fork server's command line: a fresh one's, or the eval's,
+    with its name, `prefork.PROCESS_NAME`, when the taskset forked it)."""
     return (
         processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.user")
         + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator.forks")
-        + processes_matching(f"{BIN}/python", comm=zygote.FORK_SERVER_NAME)
+        + processes_matching(f"{BIN}/python", comm=PROCESS_NAME)
     )
 
 

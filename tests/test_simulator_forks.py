@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -28,6 +29,7 @@ from benchmarks.simulator_start import rollout_channel
 from openenv_v1.core.launch.process_group import process_running
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.simulator.forks import OWNER_VAR, STOP_GRACE_S, SimulatorForks
+from openenv_v1.vf02.simulator.prefork import PROCESS_NAME
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import wait_until
 
@@ -171,35 +173,103 @@ def test_close_ends_the_fork_server_and_its_forks(wordle_url, tmp_path):
 
 
 OWNER = """
-    import sys, time
+    import atexit, os, signal, sys, time
     from openenv_v1.vf02.simulator.forks import SimulatorForks
-    forks = SimulatorForks.start()
+    forked, marker = sys.argv[1] == "forked", sys.argv[2]
+    # What a fork server forked from here must not carry on with.
+    atexit.register(lambda: open(marker, "a").write(f"{os.getpid()}\\n"))
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    forks = SimulatorForks.reserve(fork_now=forked)
+    assert (forks._ahead is not None) == forked
+    forks.ensure_started()
     print(forks.socket_path, forks._proc.pid, forks.token, flush=True)
-    time.sleep(600)
+    if sys.stdin.readline():
+        forks.close()
+        print("closed", forks._proc.returncode, flush=True)
+    os._exit(0)
 """
 
 
-def test_the_fork_server_and_its_forks_end_with_a_killed_owner(wordle_url, tmp_path):
-    (tmp_path / "run").mkdir()
-    owner = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(OWNER)],
+@contextlib.contextmanager
+def owner(how: str, marker: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """A process that owns a fork server started `how` (`fresh`, or `forked` from
+    itself): the process and its line (socket, fork server pid, token). A line on
+    its stdin makes it `close()` the fork server."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(OWNER), how, str(marker)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        assert owner.stdout is not None
-        socket_path, server, token = owner.stdout.readline().split()
+        assert proc.stdout is not None
+        yield proc, proc.stdout.readline().split()
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.mark.parametrize("how", ["fresh", "forked"])
+def test_the_fork_server_and_its_forks_end_with_a_killed_owner(
+    wordle_url, tmp_path, how
+):
+    (tmp_path / "run").mkdir()
+    with owner(how, tmp_path / "exit-handlers") as (proc, (socket_path, server, token)):
         with simulator(wordle_url, tmp_path / "run", socket_path, token) as sim:
             sim.url()
             fork = sim.fork_pid()
-            owner.kill()  # SIGKILL: no atexit, no close()
-            owner.wait(5)
+            proc.kill()  # SIGKILL: no atexit, no close()
+            proc.wait(5)
             assert wait_until(lambda: not process_running(int(server)), 5)
             assert wait_until(lambda: not process_running(fork), 5)
             assert sim.proc.wait(10) != 0
-    finally:
-        owner.kill()
-        owner.wait(5)
+    # The fork ran its exit handlers as it ended, and none was the owner's.
+    assert not (tmp_path / "exit-handlers").exists()
+
+
+def test_a_fork_server_forked_from_its_owner_serves_as_a_fresh_one(
+    wordle_url, tmp_path
+):
+    """The taskset forks its fork server from the eval (`reserve(fork_now=True)`):
+    it is the owner's child, named `PROCESS_NAME`, in a session of its own, and
+    keeps none of the owner's exit or signal handlers: a fork's end runs none of the
+    owner's, and the owner's SIGTERM handler ignores the signal, yet `close()`'s
+    SIGTERM ends the server."""
+    marker = tmp_path / "exit-handlers"
+    with owner("forked", marker) as (proc, (socket_path, server, token)):
+        pid = int(server)
+        assert _ppid(pid) == proc.pid
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == PROCESS_NAME
+        assert os.getsid(pid) == pid
+        with simulator(wordle_url, tmp_path / "run", socket_path, token) as sim:
+            assert "wordle" in sim.opening().lower()
+            fork = sim.fork_pid()
+            assert _ppid(fork) == pid
+            os.killpg(sim.proc.pid, signal.SIGTERM)
+            assert sim.proc.wait(STOP_GRACE_S + 5) == -signal.SIGTERM, sim.log()
+            assert wait_until(lambda: not process_running(fork), 5)
+        # A fork that fails (its config does not validate) runs its exit handlers:
+        # none of them the owner's (which would remove the socket's folder).
+        config = {"simulator_forks": socket_path, "simulator_forks_token": token}
+        failed = subprocess.run(
+            [sys.executable, "-m", "openenv_v1.vf02.user"],
+            env={**os.environ, "VF_CONFIG": json.dumps({**config, "max_turns": "x"})},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "simulator forked as pid" in failed.stderr
+        assert failed.returncode != 0 and "max_turns" in failed.stderr
+        assert Path(socket_path).exists()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("close\n")
+        proc.stdin.flush()
+        # Ended by close()'s SIGTERM, not by the SIGKILL after the grace.
+        assert proc.stdout.readline().split() == ["closed", str(-signal.SIGTERM)]
+        assert not process_running(pid)
+        assert not Path(socket_path).parent.exists()
+    assert not marker.exists()
 
 
 def test_a_fork_server_whose_owner_died_before_it_started_never_serves(tmp_path):

@@ -54,13 +54,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from openenv_v1.core.launch.process_group import die_with_owner
 
-__all__ = ["FORK_SERVER_NAME", "Started", "run", "servable", "serve", "start"]
+__all__ = ["Started", "run", "servable", "serve", "start"]
 
 FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
 """Set (to anything) in the test run's environment: every eval, command and server
@@ -550,7 +549,6 @@ def _eval(request: dict[str, Any], fds: list[int], main: Any) -> None:
     verifiers = sys.modules.get("verifiers")
     if hasattr(verifiers, "setup_logging"):
         verifiers.setup_logging(os.getenv("VF_LOG_LEVEL"))
-    _fork_server_ahead()
     sys.exit(main())
 
 
@@ -567,124 +565,6 @@ def _top_level_modules(folders: list[str]) -> set[str]:
             if entry.endswith((".py", ".so", ".pyd")) or "." not in entry:
                 names.add(stem)
     return names
-
-
-FORK_SERVER_NAME = "vf02-forks"
-"""The name (`/proc/PID/comm`) of a simulator fork server forked by `_fork_server_ahead`,
-and so of its forks: their command line is the zygote's (`servers.user_simulators`
-looks for both)."""
-_PR_SET_NAME = 15
-
-
-def _fork_server_ahead() -> None:
-    """In a verifiers 0.2 eval: fork its simulator fork server now, from this process
-    that has imported everything a fork server imports, to serve once the eval asks.
-
-    The binding starts one per eval (`SimulatorForks.ensure_started`, with the first
-    rollout): a fresh `python -m openenv_v1.vf02.simulator.forks` that spends ~2 s of
-    CPU importing verifiers, mcp's server, uvicorn and OpenEnv's client, for ~55
-    evals a suite. Forked here, while this process is single-threaded, it waits on a
-    pipe; `ensure_started` (replaced in this process only) sends it the socket, the
-    token and the environment the binding would start it with (`without_credentials`
-    of the eval's), then it runs the binding's own loop (`serve`), as the fork server
-    would from there: in a session of its own, non-dumpable, until the eval is gone.
-    It ends at once if the eval ends without asking (the pipe's end). The binding's
-    own start runs in the simulator fork tests (`tests/test_simulator_forks.py`), in
-    `eval --server` workers and in evals run fresh."""
-    forks = sys.modules.get("openenv_v1.vf02.simulator.forks")
-    if forks is None or not forks.supported():
-        return
-    owner = os.getpid()
-    ask, asked = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(asked)
-        _serve_forks_when_asked(forks, ask, owner)
-    os.close(ask)
-    start = forks.SimulatorForks.ensure_started
-    claim = threading.Lock()  # taken by the first fork server asked for, for good
-
-    def ensure_started(self: Any) -> None:
-        with self._lock:
-            if self._proc is None and claim.acquire(blocking=False):
-                _ask(self)
-                return
-        start(self)  # started already, or another taskset's: as the binding does
-
-    def _ask(self: Any) -> None:
-        """Hand the fork server its socket, token and environment; wait until it
-        listens, as the binding's own start does."""
-        from openenv_v1.core.launch.server_env import without_credentials
-
-        message = {
-            "socket": self.socket_path,
-            "token": self.token,
-            "env": without_credentials(os.environ),
-        }
-        with open(asked, "wb") as pipe:
-            pipe.write(json.dumps(message).encode())
-        child = _ForkServer(pid)
-        deadline = time.monotonic() + forks.BIND_TIMEOUT_S
-        while not os.path.exists(self.socket_path) and child.poll() is None:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        self._proc = child
-
-    forks.SimulatorForks.ensure_started = ensure_started
-
-
-def _serve_forks_when_asked(forks: Any, ask: int, owner: int) -> NoReturn:
-    code = 1
-    try:
-        os.setsid()
-        import ctypes
-
-        ctypes.CDLL(None).prctl(_PR_SET_NAME, FORK_SERVER_NAME.encode(), 0, 0, 0)
-        with open(ask, "rb") as pipe:
-            message = pipe.read()
-        if message:
-            asked = json.loads(message)
-            os.environ.clear()
-            os.environ.update(asked["env"])
-            from openenv_v1.core.launch.server_env import hide_this_process
-
-            hide_this_process()
-            forks.serve(asked["socket"], owner, asked["token"])
-        code = 0
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        os._exit(code)
-
-
-class _ForkServer:
-    """What `SimulatorForks.close` uses of a `subprocess.Popen`, for a child forked."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                done, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.returncode = 0
-            else:
-                if done:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
-            time.sleep(0.01)
-        return self.returncode  # type: ignore[return-value]
 
 
 if __name__ == "__main__":

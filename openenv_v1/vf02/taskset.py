@@ -223,6 +223,17 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         # Here rather than in the rollouts: their logs are not kept by verifiers.
         warn_unknown_reset_kwargs(launch, config.resets or [])
         self._launch = launch
+        self.forks: SimulatorForks | None = None
+        if config.fork_simulators and config.forks_simulators_here():
+            # Forks the fork server from this process now, while it has one thread
+            # (before the pool's start); the first rollout hands it its socket.
+            self.forks = SimulatorForks.reserve(fork_now=True)
+            user = user.model_copy(
+                update={
+                    "simulator_forks": self.forks.socket_path,
+                    "simulator_forks_token": self.forks.token,
+                }
+            )
         if config.shares_servers():
             self.pool = ServerPool(
                 launch,
@@ -240,15 +251,6 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             # these variables (verifiers strips *API_KEY* ones): hand the values over
             # in its config, which only ever travels in the process environment.
             user = user.model_copy(update={"secret_env": secret_env})
-        self.forks: SimulatorForks | None = None
-        if config.fork_simulators and config.forks_simulators_here():
-            self.forks = SimulatorForks.reserve()
-            user = user.model_copy(
-                update={
-                    "simulator_forks": self.forks.socket_path,
-                    "simulator_forks_token": self.forks.token,
-                }
-            )
         self._task_config = config.task.model_copy(update={"user": user})
         forked = self.forks is not None
         self.slots = (

@@ -4,6 +4,7 @@ verifiers 0.2 runs a user simulator process per rollout; these make that cheap a
 bounded:
 
     forks.py            each simulator a fork of one that has imported everything
+    prefork.py          that fork server forked from the eval, ahead, while it has one thread
     slots.py            how many simulators run at once (the rest wait)
     light_verifiers.py  a simulator started without the parts of verifiers it never runs
     mcp_clients.py      the eval process's MCP clients sharing one TLS context

@@ -21,16 +21,22 @@ simulator command then only asks it for a fork:
   the fork server (verifiers' own parent-death signal).
 - the **fork server** exits within a second of its owner (the eval, or an `eval
   --server` worker) however that ends, and is stopped by `SimulatorForks.close()`.
+  The taskset has it forked from the eval as it builds itself, while the eval has
+  one thread (`reserve(fork_now=True)`, `prefork.py`): it waits there, holding the
+  eval's imports, until the first rollout starts it. Where the process that builds
+  the taskset runs threads already (an `eval --server` worker), the first rollout
+  starts a fresh interpreter instead (~2 s of CPU importing).
 
 The socket lives in a directory only this user can open, and the fork server
 forks only for a launcher that brings its per-eval token (`simulator_forks_token` in
-the config), which it got on its standard input, never in its arguments or
-environment. It starts without the eval's credentials in its environment and makes
-itself non-dumpable (`server_env.hide_this_process`), as do its forks: code in an
-env server, running as the same user, cannot read their state channel secrets.
+the config), which it got on its standard input (or its pipe from the eval), never
+in its arguments or environment. It runs without the eval's credentials in its
+environment (one forked from the eval holds them in memory, as the eval does) and
+is non-dumpable (`server_env.hide_this_process`), as are its forks: code in an env
+server, running as the same user, cannot read their state channel secrets.
 Linux only (fork, passing file descriptors); elsewhere simulators start as before.
 
-    forks = SimulatorForks.reserve()        # the taskset: a socket path
+    forks = SimulatorForks.reserve(fork_now=True)   # the taskset: a socket path
     user = user.model_copy(update={"simulator_forks": forks.socket_path})
     await forks.started()                   # each rollout's setup (starts it once)
     forks.close()
@@ -61,6 +67,7 @@ from typing import Any, NoReturn
 
 from openenv_v1.core.launch.process_group import die_with_owner, signal_group
 from openenv_v1.core.launch.server_env import without_credentials
+from openenv_v1.vf02.simulator.prefork import Forked, Prefork, forkable_now
 
 SIMULATOR_MODULE = "openenv_v1.vf02.user"
 """The module verifiers runs as each rollout's simulator (`python -m`): the fork server
@@ -105,17 +112,24 @@ class SimulatorForks:
     _dir: str = field(repr=False)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     """What a launcher must bring (the simulators' config carries it)."""
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _proc: subprocess.Popen[bytes] | Forked | None = field(default=None, repr=False)
+    _ahead: Prefork | None = field(default=None, repr=False)
+    """The fork server forked by `reserve(fork_now=True)`, until started."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def reserve(cls) -> SimulatorForks:
-        """A socket path in a directory only this user can open; no process yet."""
+    def reserve(cls, *, fork_now: bool = False) -> SimulatorForks:
+        """A socket path in a directory only this user can open. With `fork_now`,
+        and when this process can be forked soundly now (`prefork.forkable_now`),
+        the fork server is forked from it here, to wait for `ensure_started`;
+        otherwise no process yet."""
         home = tempfile.mkdtemp(prefix="openenv-v1-forks-")
         if len(home) > 90:  # a unix socket path has room for ~107 bytes
             shutil.rmtree(home, ignore_errors=True)
             home = tempfile.mkdtemp(prefix="openenv-v1-forks-", dir="/tmp")
         forks = cls(os.path.join(home, "forks.sock"), home)
+        if fork_now and supported() and forkable_now():
+            forks._ahead = Prefork.fork(_serve_as_asked)
         atexit.register(forks.close)
         return forks
 
@@ -137,22 +151,24 @@ class SimulatorForks:
     def ensure_started(self) -> None:
         """Start the fork server (once; later calls return at once) and wait until
         it listens (at most `BIND_TIMEOUT_S`); it imports in the background while
-        launchers queue on its socket. Stopped by `close()`, at exit, or when this
-        process dies."""
+        launchers queue on its socket. The one `reserve` forked, if it did (and it
+        is alive), is handed the socket, the token and the environment (this
+        process's `without_credentials`); else a fresh interpreter gets them. Both
+        lead a session of their own (its group holds the forks: `close()` ends
+        all). Stopped by `close()`, at exit, or when this process dies."""
         with self._lock:
             if self._proc is not None:
                 return
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "openenv_v1.vf02.simulator.forks"]
-                + [self.socket_path, str(os.getpid())],
-                stdin=subprocess.PIPE,
-                env=without_credentials(os.environ),
-                start_new_session=True,  # its group holds the forks: close() ends all
-            )
-            assert proc.stdin is not None
-            with contextlib.suppress(OSError):
-                proc.stdin.write(self.token.encode() + b"\n")
-                proc.stdin.close()
+            env = without_credentials(os.environ)
+            ahead, self._ahead = self._ahead, None
+            proc: subprocess.Popen[bytes] | Forked | None = None
+            if ahead is not None:
+                path, owner = self.socket_path, os.getpid()
+                proc = ahead.go(
+                    {"socket": path, "owner": owner, "token": self.token, "env": env}
+                )
+            if proc is None:
+                proc = self._start_fresh(env)
             # A launcher that finds no socket at all starts its simulator itself.
             deadline = time.monotonic() + BIND_TIMEOUT_S
             while not os.path.exists(self.socket_path) and proc.poll() is None:
@@ -161,10 +177,27 @@ class SimulatorForks:
                 time.sleep(0.01)
             self._proc = proc
 
+    def _start_fresh(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openenv_v1.vf02.simulator.forks"]
+            + [self.socket_path, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.write(self.token.encode() + b"\n")
+            proc.stdin.close()
+        return proc
+
     def close(self) -> None:
         """Stop the fork server and every fork still running; remove the socket."""
         atexit.unregister(self.close)
         with self._lock:
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None:
+                ahead.discard()
             proc = self._proc
             if proc is not None and proc.poll() is None:
                 signal_group(proc.pid, signal.SIGTERM)
@@ -401,6 +434,14 @@ def serve(path: str, owner: int, token: str | None = None) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def _serve_as_asked(message: dict[str, Any]) -> None:
+    """The fork server `reserve(fork_now=True)` forked, once `ensure_started` asks:
+    the environment it is given, then `serve`."""
+    os.environ.clear()
+    os.environ.update(message["env"])
+    serve(message["socket"], message["owner"], message["token"])
 
 
 def _reap_forks() -> None:
