@@ -18,7 +18,10 @@ and waits; `run` asks it for a fork that is the eval (or command) from there on:
   `subprocess.CompletedProcess`;
 - `run` kills it on timeout and raises `subprocess.TimeoutExpired`, as
   `subprocess.run` does;
-- it dies with the zygote, the zygote with the test worker (parent-death signals).
+- it dies with the zygote, the zygote with the test worker (parent-death signals);
+- it runs the shipped code unchanged: nothing of the package or of verifiers is
+  replaced in the zygote or in a fork (a verifiers 0.2 eval forks its simulator fork
+  server as any user's does).
 
 What differs from a fresh process: its parent is a small reaper the zygote forked
 (the worker's grandchild), `/proc/PID/cmdline` and `environ` show the zygote's, and
@@ -63,7 +66,7 @@ __all__ = ["Started", "run", "servable", "serve", "start"]
 
 FRESH_VAR = "OPENENV_V1_TEST_FRESH_EVALS"
 """Set (to anything) in the test run's environment: every eval, command and server
-starts fresh (and every 0.2 eval starts its simulator fork server as the binding does)."""
+starts fresh, as its own process (`docs/testing.md` says how)."""
 _ENTRY_POINTS = {
     "eval": "verifiers.v1.cli.eval.main:main",
     "vf-eval": "verifiers.v1.cli.eval.main:main",
