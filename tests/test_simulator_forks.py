@@ -380,3 +380,35 @@ def test_a_launcher_without_the_evals_token_gets_no_fork(wordle_url, tmp_path, f
         assert "wordle" in sim.opening().lower()
         assert "no simulator fork (ValueError: not authorized)" in sim.log()
         assert "forked as pid" not in sim.log()
+
+
+FORKABLE = """
+    import asyncio, threading
+    from openenv_v1.vf02.simulator.prefork import forkable_now
+    seen = [forkable_now()]
+    async def in_a_loop():
+        seen.append(forkable_now())
+    asyncio.run(in_a_loop())
+    thread = threading.Thread(target=lambda: seen.append(forkable_now()))
+    thread.start()
+    thread.join()
+    stop = threading.Event()
+    threading.Thread(target=stop.wait).start()
+    seen.append(forkable_now())
+    stop.set()
+    print(seen)
+"""
+
+
+def test_only_a_process_with_one_thread_and_no_running_loop_is_forked_ahead():
+    """`reserve(fork_now=True)` forks only when that is sound: on the main thread,
+    with no other thread and no event loop running (else the fresh start)."""
+    seen = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(FORKABLE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    # Alone; in a running loop; from another thread; beside another thread.
+    assert seen.split() == ["[True,", "False,", "False,", "False]"]

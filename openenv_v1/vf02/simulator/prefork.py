@@ -45,6 +45,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -63,8 +64,10 @@ _asking: set[int] = set()
 
 
 def forkable_now() -> bool:
-    """Whether this process can be forked soundly now: Linux, one thread (native ones
-    counted), no event loop running in it."""
+    """Whether this process can be forked soundly now: Linux, on its main thread and
+    the only one (native threads counted), no event loop running in it."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
     try:
         threads = len(os.listdir("/proc/self/task"))
     except OSError:
