@@ -242,6 +242,18 @@ class Played(Outcome):
     model_gets: ModelGets
 
 
+def played(result: Any, turn: Turn) -> tuple[Any, ...]:
+    """The fields of a `Played` for `result` and the `turn` the model gets of it."""
+    outcome = Outcome.of(result)
+    return (
+        outcome.observation,
+        outcome.reward,
+        outcome.done,
+        turn.text,
+        ModelGets.of(turn),
+    )
+
+
 @dataclass(frozen=True)
 class ResetPlayed(Played):
     kwargs: dict[str, Any]

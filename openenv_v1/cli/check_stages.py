@@ -23,19 +23,18 @@ from openenv_v1.cli.check_report import (
     CheckOptions,
     CheckReport,
     FieldInfo,
-    ModelGets,
-    Outcome,
     ResetPlayed,
     Split,
     StepPlayed,
     Tasks,
     ToolInfo,
+    played,
 )
 from openenv_v1.core.episode.actions import InvalidAction, parse_action
 from openenv_v1.core.episode.env_source import env_source_dir, read_reset_params
 from openenv_v1.core.episode.mcp_route import SessionRpcClient, locked_core_version
 from openenv_v1.core.episode.schema import ActionSpec, fetch_action_spec, relist_tools
-from openenv_v1.core.episode.turns import Turn, TurnRenderer
+from openenv_v1.core.episode.turns import TurnRenderer
 from openenv_v1.core.episode.view import shows_nothing, task_from_state
 from openenv_v1.core.errors import (
     EnvFailure,
@@ -224,7 +223,7 @@ async def play_reset(run: CheckRun) -> ResetPlayed:
     if options.action is not None and first.done:
         report.warnings.append("reset reported done, so --action was not stepped")
     turn = run.turns.opening(opening, run.spec)
-    return ResetPlayed(**_played(first, turn), kwargs=options.reset)
+    return ResetPlayed(*played(first, turn), kwargs=options.reset)
 
 
 def steps(run: CheckRun) -> bool:
@@ -244,18 +243,7 @@ async def play_step(run: CheckRun) -> StepPlayed:
         "step", run.client.step(action), run.timeout_s, run.client
     )
     turn = run.turns.observation(stepped.observation or {})
-    return StepPlayed(**_played(stepped, turn), action=action)
-
-
-def _played(result: Any, turn: Turn) -> dict[str, Any]:
-    outcome = Outcome.of(result)
-    return {
-        "observation": outcome.observation,
-        "reward": outcome.reward,
-        "done": outcome.done,
-        "turn": turn.text,
-        "model_gets": ModelGets.of(turn),
-    }
+    return StepPlayed(*played(stepped, turn), action=action)
 
 
 def _check_reset_keys(options: CheckOptions, report: CheckReport) -> None:

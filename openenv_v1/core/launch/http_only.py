@@ -21,6 +21,7 @@ says what it speaks and what the adapter needs, in place of the bare 403:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -55,15 +56,17 @@ async def http_only_refusal(
 ) -> str | None:
     """What to tell the user when the WebSocket session at `url` failed with `error`
     because the server speaks only OpenEnv's HTTP API: None unless the upgrade was
-    refused (4xx) and the server serves at least `POST /reset` and `POST /step`."""
+    refused (4xx) and the server serves at least `POST /reset` and `POST /step`.
+    The probe takes `timeout_s` (at most 5 s) in all."""
     status = refused_upgrade(error)
     if status is None or not 400 <= status < 500:
         return None
     base = http_base(url)
+    bound = min(timeout_s, _PROBE_TIMEOUT_S)
     try:
-        async with async_client(min(timeout_s, _PROBE_TIMEOUT_S)) as http:
-            served = await _served_routes(http, base)
-    except httpx.HTTPError:
+        async with async_client(bound) as http:
+            served = await asyncio.wait_for(_served_routes(http, base), bound)
+    except (httpx.HTTPError, TimeoutError):
         return None
     if not {("POST", "/reset"), ("POST", "/step")} <= served:
         return None
