@@ -350,13 +350,6 @@ class DockerLaunch:
             "to publish it on 127.0.0.1"
         )
 
-    def _remove_container(self) -> None:
-        with self._lock:
-            target = self._container_id or self._container_name
-            self._container_id = self._container_name = self._base_url = None
-        if target is not None:
-            run_docker("rm", "-f", target, timeout=60)
-
     def _state(self) -> dict[str, Any] | None:
         import json
 
@@ -405,8 +398,13 @@ class DockerLaunch:
 
     def stop(self, grace_s: float = 2.0) -> None:
         """Stop the container (SIGTERM, SIGKILL after `grace_s`) and remove it."""
+        self._remove_container(grace_s, last=True)
+
+    def _remove_container(self, grace_s: float = 0.0, *, last: bool = False) -> None:
+        """Remove the container (stopped first, given `grace_s`); `last`: no start
+        follows."""
         with self._lock:
-            self._stopped = True
+            self._stopped = self._stopped or last
             started = self._container_id is not None
             target = self._container_id or self._container_name
             self._container_id = self._container_name = self._base_url = None
