@@ -1,12 +1,11 @@
 """A child forked from this process now, while it is single-threaded, to run later.
 
-The simulator fork server (`forks.SimulatorForks`) is a fresh interpreter that spends
-~2 s of CPU importing verifiers, mcp's server, uvicorn and OpenEnv's client before it
-serves, once per eval. The eval has imported most of that by the time it builds its
-taskset, and is still single-threaded then (its pool, its event loop and verifiers'
-workers start after). So the taskset forks the fork server there (`Prefork.fork`);
-the child waits on a pipe until the first rollout hands it what it runs with
-(`Prefork.go`), then runs `forks.serve` as a fresh one would.
+A fresh simulator fork server (`forks.SimulatorForks`) spends ~2 s of CPU importing
+verifiers, mcp's server, uvicorn and OpenEnv's client, once per eval. The eval holds
+most of that when it builds its taskset, and has one thread then (its pool, event
+loop and workers start after). So the taskset forks the fork server there
+(`Prefork.fork`); the child waits on a pipe until the first rollout hands it what it
+runs with (`Prefork.go`), then runs `forks.serve` as a fresh one would.
 
 A fork carries its parent's state, so the child first drops what the eval set up
 that a fresh interpreter started by it would not have, and that its own forks (the
@@ -93,8 +92,9 @@ class Prefork:
         with its traceback on stderr); it exits at once if this process closes the
         pipe first (`discard`, or this process's end)."""
         ask, asking = os.pipe()
-        sys.stdout.flush()  # else the child would write what is buffered again
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):  # else the child writes it again
+            if stream is not None:
+                stream.flush()
         pid = os.fork()
         if pid == 0:
             for fd in (asking, *_asking):
