@@ -22,7 +22,7 @@
 Imports within go down this list's dependencies: `container` -> `options`, `image`,
 `network`, `prune`, `reaper`; `options` -> `image`; `image` -> `build`, `context`;
 everything that runs `docker` -> `cli`. Outside `docker/` only `openenv_v1.core`'s
-shared modules (`errors`, `light_import`, `manifest`, `openenv_lines`), `launch`'s
-`options`, `plan` and `readiness`, and `launch.env_target` (for its type). Imports nothing itself; `reaper.py` also runs as a script with no
-package imports.
+shared modules (`errors`, `openenv_lines`, `setting_names`), `launch`'s `options`,
+`plan` and `readiness`, and `launch.env_target` (for its type). Imports nothing
+itself; `reaper.py` also runs as a script with no package imports.
 """

@@ -49,7 +49,7 @@ stopped removes the service and its network.
     replica.py  SwarmReplica (one task as one server) and `swarm_launch_plan`
 
 Imports within: `replica` -> `service` -> `tasks`, `options`. Outside `swarm/`:
-`launch.docker` (the image, client, options, gateway, reaper labels),
-`openenv_v1.core`'s shared modules, and `launch.env_target` for its type. Imports
-nothing itself.
+`launch.docker` (the image, client, options, gateway, reaper labels), `launch`'s
+`plan` and `readiness`, `openenv_v1.core`'s shared modules, and `launch.env_target`
+for its type. Imports nothing itself.
 """
