@@ -69,9 +69,8 @@ from openenv_v1.cli.check_stages import (
     read_tasks,
     steps,
 )
-from openenv_v1.core.episode.env_source import env_source_dir
-from openenv_v1.core.episode.mcp_route import route_mcp_steps
-from openenv_v1.core.errors import EnvFailure, describe, keep_error_frames
+from openenv_v1.core.episode.env_episode import episode_client
+from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.http_client import http_base
 from openenv_v1.core.launch.plan import launcher_label
 from openenv_v1.core.launch.target import EnvTarget, open_env
@@ -138,9 +137,7 @@ async def _open(run: CheckRun) -> str:
     started = time.monotonic()
     client = await open_env(target, run.stack, on_launch=run.report.record_launch)
     run.report.launch_s = round(time.monotonic() - started, 2)
-    run.client = route_mcp_steps(
-        keep_error_frames(client), env_source_dir(target), target.label
-    )
+    run.client = episode_client(client, target)
     run.url = http_base(run.client.base_url or target.label)
     run.http = await run.stack.enter_async_context(
         httpx.AsyncClient(timeout=run.timeout_s, trust_env=False)

@@ -17,8 +17,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_f
 
 from openenv_v1.cli.check_report import Outcome, SeedCheck, Sessions
 from openenv_v1.cli.check_stages import CheckRun, StageFailed, stage_call
-from openenv_v1.core.episode.env_source import env_source_dir
-from openenv_v1.core.episode.mcp_route import route_mcp_steps
+from openenv_v1.core.episode.env_episode import episode_client
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -46,7 +45,7 @@ async def _fresh_session(run: CheckRun) -> AsyncIterator[Any]:
     target = run.options.target
     async with contextlib.AsyncExitStack() as stack:
         client = await open_env(_fresh(run), stack)
-        yield route_mcp_steps(client, env_source_dir(target), target.label)
+        yield episode_client(client, target)
 
 
 async def check_seeds(run: CheckRun) -> SeedCheck:
