@@ -23,7 +23,9 @@
   once per key, when the env's source is at hand to tell
   (`env_source.read_reset_params`).
 
-`open_episode` is the episode wing's one call into `core.launch` (`open_env`).
+`open_episode` is the episode wing's one call into `core.launch` (`open_env`, or a
+shared `EnvSession`): a shared server lost before the first model turn costs no
+episode.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tenacity import (
@@ -84,7 +87,7 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.http_client import http_base
-from openenv_v1.core.launch.target import open_env
+from openenv_v1.core.launch.target import EnvSession, open_env
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.target import EnvTarget
@@ -139,13 +142,33 @@ class EnvEpisode:
         """Where the opening turn's content came from (see `_task_from_state`)."""
         self.state_hidden: list[str] = []
         """State fields kept from the model as answer-like, when state was read."""
+        self.start_again: Callable[[BaseException], Awaitable[bool]] | None = None
+        """Given a reset's failure: whether the episode moved to a fresh session
+        (`open_episode` sets it; `EnvSession.start_again`)."""
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
-        server at capacity retried for up to `capacity_wait_s` first."""
+        server at capacity retried for up to `capacity_wait_s` first. A shared
+        server lost meanwhile (no model turn spent yet) is left for a fresh session
+        of another, and the reset sent there (`start_again`)."""
         if self.reset_params is not None:
             _warn_unknown_keys(self.label, self.reset_params, [kwargs])
-        started = time.perf_counter()
+        while True:
+            started = time.perf_counter()
+            try:
+                result = await self._reset_frame(kwargs)
+                break
+            except EnvFailure as e:
+                if self.start_again is None or not await self.start_again(e):
+                    raise
+        self.report.add_reset(result, time.perf_counter() - started)
+        self._reset_at = time.monotonic()
+        await self._relist_tools()
+        self._last_observation = result.observation or {}
+        opening = await self._task_from_state(self._last_observation)
+        return self.turns.opening(opening, self.spec, self.native)
+
+    async def _reset_frame(self, kwargs: dict[str, Any]) -> Frame:
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception(_at_capacity),
@@ -177,12 +200,7 @@ class EnvEpisode:
                     f"{self._server_message(e)}"
                 ) from e
             raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
-        self.report.add_reset(result, time.perf_counter() - started)
-        self._reset_at = time.monotonic()
-        await self._relist_tools()
-        self._last_observation = result.observation or {}
-        opening = await self._task_from_state(self._last_observation)
-        return self.turns.opening(opening, self.spec, self.native)
+        return result
 
     async def _task_from_state(self, observation: dict[str, Any]) -> dict[str, Any]:
         """The reset observation, or, when it shows the model nothing (its task was
@@ -457,11 +475,22 @@ async def open_episode(
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
     is ready for `reset`, its client wrapped by `episode_client`, its failure texts
-    redacted of the target's `forward_env` values (`secrets`)."""
+    redacted of the target's `forward_env` values (`secrets`). A shared server lost
+    before the first model turn (the contract read here, or the reset) is left for a
+    fresh session on another (`EnvSession`), a few times at most."""
     source = env_source_dir(target)
-    client = episode_client(await open_env(target, stack), target)
-    base_url = http_base(client.base_url or target.label)
-    spec = await fetch_action_spec(client, base_url, limits.step_timeout_s)
+    session = EnvSession.of(target, stack)
+    connect = functools.partial(
+        _open_contract, target, stack, session, limits.step_timeout_s
+    )
+
+    async def start_again(exc: BaseException) -> bool:
+        if session is None or not await session.start_again(exc):
+            return False
+        episode.client, episode.base_url, episode.spec = await connect()
+        return True
+
+    client, base_url, spec = await connect()
     params = await asyncio.to_thread(read_reset_params, source) if source else None
     episode = EnvEpisode(
         client,
@@ -477,7 +506,32 @@ async def open_episode(
     )
     episode.base_url = base_url
     episode.secrets = tuple(target.secret_env.values())
+    episode.start_again = start_again
     return episode
+
+
+async def _open_contract(
+    target: EnvTarget,
+    stack: contextlib.AsyncExitStack,
+    session: EnvSession | None,
+    timeout_s: float,
+) -> tuple[Any, str, ActionSpec]:
+    """The connected client (`episode_client`), its HTTP base and its action
+    contract; a contract read that loses its shared server is tried again on a
+    fresh `session`."""
+    while True:
+        opened = await (session.open() if session else open_env(target, stack))
+        client = episode_client(opened, target)
+        base_url = http_base(client.base_url or target.label)
+        try:
+            return (
+                client,
+                base_url,
+                await fetch_action_spec(client, base_url, timeout_s),
+            )
+        except EnvFailure as e:
+            if session is None or not await session.start_again(e):
+                raise
 
 
 def warn_unknown_reset_kwargs(

@@ -1,7 +1,7 @@
 """How a rollout leases a shared env server: the lease face, in process and over HTTP.
 
 A `ServerPool` lends its servers through `PoolLeases`' three calls (lease, confirm,
-release): in its own process by `LocalLeases` (`ServerPool.local()`), from other
+release, which may say the server was `lost`): in its own process by `LocalLeases` (`ServerPool.local()`), from other
 processes of the eval by `PoolClient` over the pool's loopback endpoint
 (`local_http`: a unix socket and a token; `ServerPool.serve_http()`), whose
 requests `answer_lease_request` answers; the actions are the `*_PATH` names.
@@ -48,7 +48,8 @@ class PoolLeases(Protocol):
     async def confirm(self, lease: str) -> None:
         """The server accepted the leased session."""
 
-    async def release(self, lease: str) -> None: ...
+    async def release(self, lease: str, lost: bool = False) -> None:
+        """The session is over; `lost`: its server failed it (`ServerPool.release`)."""
 
 
 class LeaseDesk(Protocol):
@@ -63,7 +64,7 @@ class LeaseDesk(Protocol):
 
     def confirm(self, lease_id: str) -> None: ...
 
-    def release(self, lease_id: str) -> None: ...
+    def release(self, lease_id: str, lost: bool = False) -> None: ...
 
 
 class LocalLeases:
@@ -81,9 +82,9 @@ class LocalLeases:
     async def confirm(self, lease: str) -> None:
         self._pool.confirm(lease)
 
-    async def release(self, lease: str) -> None:
+    async def release(self, lease: str, lost: bool = False) -> None:
         # No await: a cancelled rollout's exit stack still hands the lease back.
-        self._pool.release(lease)
+        self._pool.release(lease, lost)
 
 
 class PoolClient:
@@ -119,17 +120,17 @@ class PoolClient:
         return reply["lease"], reply["url"]
 
     async def confirm(self, lease: str) -> None:
-        await self._tell(CONFIRM_PATH, lease)
+        await self._tell(CONFIRM_PATH, {"lease": lease})
 
-    async def release(self, lease: str) -> None:
-        await self._tell(RELEASE_PATH, lease)
+    async def release(self, lease: str, lost: bool = False) -> None:
+        await self._tell(RELEASE_PATH, {"lease": lease, "lost": lost})
 
-    async def _tell(self, action: str, lease: str) -> None:
+    async def _tell(self, action: str, body: dict[str, Any]) -> None:
         """A notice the rollout need not wait on the answer of (a lost one is made
         up for by the pool: a dead process's leases are reclaimed)."""
         with contextlib.suppress(httpx.HTTPError):
             async with local_client(self.url, 5.0) as http:
-                await http.post(f"/{action}", json={"lease": lease})
+                await http.post(f"/{action}", json=body)
 
 
 async def answer_lease_request(
@@ -150,7 +151,7 @@ async def answer_lease_request(
             pool.confirm(str(body["lease"]))
             return 200, {}
         if action == RELEASE_PATH:
-            pool.release(str(body["lease"]))
+            pool.release(str(body["lease"]), body.get("lost") is True)
             return 200, {}
         return 404, {"error": f"unknown action {action!r}"}
     except EnvFailure as e:

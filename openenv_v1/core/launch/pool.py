@@ -22,11 +22,16 @@ process that builds the taskset (the eval, or one env-server worker):
   one more: `MEMORY_FLOOR_BYTES`, or twice the largest server's, is left free);
 - a lease waits while servers start or sessions end; it fails only when every
   server stayed full, with no session ending, for `capacity_wait_s`;
-- a failed launch (wrong `app`, missing dependency) fails every waiting lease at once
-  with the launcher's diagnosis; a server that dies later is dropped and replaced.
-  One a rollout could not reach (its lease handed back as `unreachable`) gets no new
-  leases while its `/health` is probed, and is dropped (with its other sessions) only
-  when `HEALTH_PROBES` probes in a row fail; one that answers takes leases again.
+- a failed first launch (wrong `app`, missing dependency) fails every waiting lease
+  at once with the launcher's diagnosis. Once a server of the pool has come up, a
+  launch that fails is that server's loss (killed while it started): it is dropped
+  and replaced, and only `LAUNCH_FAILURES` failed launches in a row, none up in
+  between, fail the waiting leases. A server that dies later is dropped and replaced;
+- a server is taken out at its first failure: one a rollout lost (its lease handed
+  back as `unreachable`, or released as `lost`: a refused or closed connection) gets
+  no new leases from that moment. It is dropped at once if its process is gone;
+  else its `/health` is probed, and it is dropped (with its other sessions) only when
+  `HEALTH_PROBES` probes in a row fail; one that answers takes leases again.
 
 Servers are forked from one long-lived thread, which is what their parent-death signal
 is tied to: if this process is killed outright, they still get SIGTERM. `close()` (also
@@ -83,6 +88,9 @@ MEMORY_FLOOR_BYTES = 1 << 30
 _WAIT_POLL_S = 0.5
 """A waiting lease re-checks at least this often (dead leasers, dead servers)."""
 _REAP_EVERY_S = 0.2
+LAUNCH_FAILURES = 3
+"""Failed launches in a row (none up in between), once a server of the pool has come
+up, that fail the waiting leases as a failed first launch does."""
 HEALTH_PROBES = 3
 """Failed `/health` probes in a row (2 s each, a second apart) that drop a server a
 rollout could not reach."""
@@ -124,6 +132,9 @@ class ServerPool:
         self._last_release = time.monotonic()
         self._last_reap = 0.0
         self._failure: str | None = None
+        self._ever_up = False
+        self._failed_launches = 0
+        """Launches failed in a row since one last came up."""
         self._closed = False
         self._started = False
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
@@ -243,7 +254,13 @@ class ServerPool:
             if news:  # a trial slot opened, or a settling server settled a bit
                 self._notify_locked()
 
-    def release(self, lease_id: str) -> None:
+    def release(self, lease_id: str, lost: bool = False) -> None:
+        """The rollout is done with its session. `lost`: its server failed it (a
+        refused or closed connection): no lease goes to that server again unless it
+        answers `/health` (`unreachable` of `lease`, without a lease in return)."""
+        if lost:
+            self._check_unreachable(lease_id)
+            return
         with self._cond:
             if self._drop_lease_locked(lease_id) is not None:
                 self._last_release = time.monotonic()
@@ -390,26 +407,33 @@ class ServerPool:
         except Exception as e:
             with contextlib.suppress(Exception):
                 server.provider.stop()
+            # Its output tail may echo the server's environment.
+            failure = redact(
+                str(launch_failure(self._target, e)), self._target.secret_env.values()
+            )
             with self._cond:
                 closed = self._closed
                 if server in self._servers:
                     self._servers.remove(server)
-                if not closed:
-                    # Its output tail may echo the server's environment.
-                    self._failure = redact(
-                        str(launch_failure(self._target, e)),
-                        self._target.secret_env.values(),
-                    )
+                self._failed_launches += 1
+                lost = self._ever_up and self._failed_launches < LAUNCH_FAILURES
+                if not closed and not lost:
+                    self._failure = failure
                 self._notify_locked()
             if closed:
                 # `close` stopped it mid-launch: no failure, nobody waits for it.
                 logger.info("launch of %s cancelled: the pool closed", self._target.env)
+            elif lost:
+                # Others came up from the same plan: this server's own loss (killed
+                # while starting); the waiting leases launch its replacement.
+                logger.warning("a shared env server was lost starting: %s", failure)
             else:
                 logger.error("%s", self._failure)
             return
         rss = group_rss(server.provider)
         with self._cond:
             server.url, server.ready, server.rss = url, True, rss
+            self._ever_up, self._failed_launches, self._failure = True, 0, None
             self._notify_locked()
         choice = server.provider.app_choice
         logger.info(
@@ -458,17 +482,22 @@ class ServerPool:
                 self._drop_server_locked(server, "exited")
 
     def _check_unreachable(self, lease_id: str) -> None:
-        """A rollout could not connect to its leased server. The process may still
-        look alive (uv outlives uvicorn for a moment; a hung server never exits),
-        and a busy one may just be slow: it takes no new leases while its `/health`
-        is probed, off the lock and in the background, and is dropped only after
-        `HEALTH_PROBES` failures in a row."""
+        """A rollout lost its leased server (could not connect, or the connection
+        was refused or closed). It takes no new leases from now; one whose process
+        is gone is dropped at once. Else the process may still look alive (uv
+        outlives uvicorn for a moment; a hung server never exits), and a busy one
+        may just be slow: its `/health` is probed, off the lock and in the
+        background, and it is dropped only after `HEALTH_PROBES` failures in a
+        row."""
         with self._cond:
             lease = self._drop_lease_locked(lease_id)
             self._notify_locked()
             if lease is None or lease.server.url is None or lease.server.suspect:
                 return
             if lease.server not in self._servers:
+                return
+            if not lease.server.alive():
+                self._drop_server_locked(lease.server, "exited")
                 return
             lease.server.suspect = True
         threading.Thread(

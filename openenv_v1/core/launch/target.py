@@ -14,6 +14,11 @@ everything here takes one):
 Everything opened is registered on the caller's `AsyncExitStack`, so closing the stack
 closes the WebSocket session and stops (or hands back) the server, on success, error
 or cancellation alike.
+
+`EnvSession` is the session of one episode until its first model turn: an episode whose
+shared server is lost before then (`server_lost`: a refused, reset or closed
+connection in its schema read or reset) hands that lease back as lost, which takes the
+server out of the pool, and starts again on a fresh session, a few times at most.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httpx
+from websockets.exceptions import ConnectionClosed
 
 from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
 from openenv_v1.core.launch.env_target import EnvTarget
@@ -46,6 +54,9 @@ logger = logging.getLogger(__name__)
 _MAX_REFUSALS = 50
 # Connection failures on leased servers before the rollout gives up.
 _MAX_UNREACHABLE = 3
+FRESH_STARTS = 3
+"""Times an episode starts again on a fresh shared session, its server lost before
+its first model turn (`EnvSession`)."""
 
 
 async def open_env(
@@ -156,20 +167,100 @@ def _redacted_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
     return EnvFailure(redact(str(failure), target.secret_env.values()))
 
 
-async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> Any:
-    """A session on one of the pool's shared servers. The server creates the session
-    as the socket opens, so a full one is found out by a first cheap message (`state`,
-    bounded by the longest call's timeout: building an env can be slow); that lease
-    goes back as `rejected` and the pool finds (or launches) another. An error of the
-    env's own in answer still means the session exists. A server that cannot be
-    connected to goes back as `unreachable` (the pool replaces it if it is down), and
-    the next one is tried, a few times at most."""
-    pool: PoolLeases
+@dataclass
+class Held:
+    """How a leased session's lease goes back: `lost` once its server failed it."""
+
+    lost: bool = False
+
+
+class EnvSession:
+    """The shared session an episode plays on, given up for a fresh one while no
+    model turn has been spent on it: `open()` leases and connects (closed by the
+    caller's stack), and `start_again(exc)` says whether the episode may open again
+    after `exc`. It may when its server was lost (`server_lost`) and `FRESH_STARTS`
+    are not spent: the session is then closed and its lease handed back as lost
+    (the pool takes that server out). `of` makes one for a pool's target only."""
+
+    def __init__(self, target: EnvTarget, stack: contextlib.AsyncExitStack) -> None:
+        self.target = target
+        self._stack = stack
+        self._session: contextlib.AsyncExitStack | None = None
+        self._held = Held()
+        self._starts_left = FRESH_STARTS
+
+    @classmethod
+    def of(
+        cls, target: EnvTarget, stack: contextlib.AsyncExitStack
+    ) -> EnvSession | None:
+        """An `EnvSession` when `open_env` would lease `target`'s session; else None."""
+        leased = target.pool is not None or bool(target.pool_url)
+        return cls(target, stack) if leased and not target.base_url else None
+
+    async def open(self) -> Any:
+        """A connected client on a new shared session, as `open_env` leases one."""
+        self._session = await self._stack.enter_async_context(
+            contextlib.AsyncExitStack()
+        )
+        self._held = Held()
+        return await _open_leased(self.target, self._session, self._held)
+
+    async def start_again(self, exc: BaseException) -> bool:
+        if self._session is None or not self._starts_left or not server_lost(exc):
+            return False
+        self._starts_left -= 1
+        logger.info(
+            "%s: starting again on a fresh session (%s)", self.target.label, exc
+        )
+        self._held.lost = True
+        session, self._session = self._session, None
+        await session.aclose()
+        return True
+
+
+def server_lost(exc: BaseException) -> bool:
+    """Whether `exc`, or what caused it, is a lost connection to the server (refused,
+    reset or closed): not a timeout, nor an answer of the server's own."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, TimeoutError | httpx.TimeoutException):
+            return False
+        lost = ConnectionError | ConnectionClosed | httpx.NetworkError
+        if isinstance(cause, lost | httpx.RemoteProtocolError):
+            return True
+        cause = cause.__cause__ or (
+            None if cause.__suppress_context__ else cause.__context__
+        )
+    return False
+
+
+def _lease_desk(target: EnvTarget) -> PoolLeases:
     if target.pool is not None:
-        pool = target.pool
-    else:
-        assert target.pool_url is not None
-        pool = PoolClient(target.pool_url)
+        return target.pool
+    assert target.pool_url is not None
+    return PoolClient(target.pool_url)
+
+
+async def _hand_back(pool: PoolLeases, lease: str, held: Held) -> None:
+    await pool.release(lease, lost=held.lost)
+
+
+async def _open_leased(
+    target: EnvTarget, stack: contextlib.AsyncExitStack, held: Held | None = None
+) -> Any:
+    """A session on one of the pool's shared servers, its lease handed back as
+    `held` says. The server creates the session as the socket opens, so a full one
+    is found out by a first cheap message (`state`, bounded by the longest call's
+    timeout: building an env can be slow); that lease goes back as `rejected` and
+    the pool finds (or launches) another. An error of the env's own in answer still
+    means the session exists. A server that cannot be connected to, or that drops
+    the first request's connection, goes back as `unreachable` (the pool takes it
+    out, and replaces it if it is down), and the next one is tried, a few times at
+    most."""
+    pool = _lease_desk(target)
+    held = held or Held()
     rejected: str | None = None
     unreachable: str | None = None
     unreachable_left = _MAX_UNREACHABLE
@@ -177,19 +268,26 @@ async def _open_leased(target: EnvTarget, stack: contextlib.AsyncExitStack) -> A
         lease, url = await pool.lease(rejected=rejected, unreachable=unreachable)
         rejected = unreachable = None
         async with contextlib.AsyncExitStack() as session:
-            session.push_async_callback(pool.release, lease)
+            session.push_async_callback(_hand_back, pool, lease, held)
+            client = None
             try:
                 client = await _connect(
                     target, url, session, what=f"the shared {target.env} server"
                 )
-            except EnvFailure:
+                taken = await _session_taken(target, client, url)
+            except EnvFailure as e:
+                lost = client is None or server_lost(e)
                 unreachable_left -= 1
-                if unreachable_left <= 0:
+                if not lost or unreachable_left <= 0:
+                    held.lost = lost
                     raise
                 session.pop_all()  # the lease goes back as `unreachable` instead
+                if client is not None:
+                    with contextlib.suppress(Exception):
+                        await client.close()
                 unreachable = lease
                 continue
-            if not await _session_taken(target, client, url):
+            if not taken:
                 session.pop_all()  # the lease goes back as `rejected` instead
                 await client.close()
                 # The pool learns the server's limit from this and finds (or
