@@ -4,15 +4,26 @@ the servers the burst needs. Each verifiers line's environment bursts the way it
 binding leases: in process on verifiers 0.4 (every episode runs in the eval
 process), over the pool's loopback endpoint on 0.2 (its user simulators); the other
 way never runs on that line's OpenEnv client, so it is not repeated there. The full
-2,048-episode, 512-in-flight run is benchmarks/scale.py."""
+2,048-episode, 512-in-flight run is benchmarks/scale.py.
+
+And a burst that loses servers, SIGKILLed early (the pool still starting) and later
+(every server up and full): only the sessions a killed server held fail, each named,
+none before its first model turn, and the run completes."""
 
 import asyncio
 import contextlib
+import math
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import pytest
 
 from openenv_v1 import verifiers_line
-from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
+from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.wordle_solver import _words
 from tests.servers import WORDLE_APP, WORDLE_PROJECT, wordle_uv_servers
@@ -67,6 +78,204 @@ async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
         # a server may be launched while the limit is still being learned).
         assert BURST // SESSIONS_PER_SERVER <= len(used) <= pool.launched()
         assert pool.launched() <= BURST // SESSIONS_PER_SERVER + 1
+        assert pool.leases_held() == 0
+    finally:
+        pool.close()
+    assert wordle_uv_servers() == []
+
+
+# A lost server at scale: episodes played with a model's think time between turns,
+# while servers are SIGKILLed early (the pool still starting: one up and holding
+# sessions, one starting) and later (every server up and full).
+LOST_EPISODES = 192
+LOST_IN_FLIGHT = 64
+LOST_SESSIONS = 24
+THINK_S = 0.4
+"""The model's time per turn: sessions are held long enough for a kill to find them."""
+DECOYS = 3
+"""Wrong guesses before the answer: turns on which a kill finds an episode mid-way."""
+BEFORE_FIRST_TURN = "before its first model turn: "
+
+
+@dataclass
+class Played:
+    """One episode as the test saw it."""
+
+    url: str | None = None
+    """The server the episode reached its first model turn on (its reset answered)."""
+    opened: float = math.inf
+    ended: float = math.inf
+    done: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Kill:
+    url: str | None
+    """The server killed (None: one still starting, which had no session)."""
+    at: float
+    held: set[int] = field(default_factory=set)
+    """Episodes with a session on it then, past their first model turn."""
+
+
+async def play_with_think_time(
+    target: EnvTarget, word: str, decoy: str, played: Played
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            episode = await open_episode(target, EpisodeLimits(), stack)
+            await episode.reset({"word": word})
+        except EnvFailure as e:
+            played.error, played.ended = f"{BEFORE_FIRST_TURN}{e}", time.monotonic()
+            return
+        played.url, played.opened = episode.client.base_url, time.monotonic()
+        for guess in [decoy] * DECOYS + [word]:
+            await asyncio.sleep(THINK_S)
+            await episode.act(f"[{guess}]")
+            if episode.report.done:
+                break
+        played.done, played.error = episode.report.done, episode.report.error
+        played.ended = time.monotonic()
+
+
+def server_groups(pool: ServerPool) -> tuple[dict[str, int], list[int]]:
+    """The process group of each server up (by URL), and those of servers starting."""
+    up = set(pool.servers())
+    ports: dict[str, int] = {}
+    for pid, cmd in wordle_uv_servers():
+        if (port := re.search(r"--port (\d+)", cmd)) is not None:
+            with contextlib.suppress(ProcessLookupError):
+                ports[f"http://127.0.0.1:{port[1]}"] = os.getpgid(pid)
+    starting = [group for url, group in ports.items() if url not in up]
+    return {url: group for url, group in ports.items() if url in up}, starting
+
+
+def kill_group(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
+def holding(up: Iterable[str], played: list[Played]) -> dict[str, set[int]]:
+    """The episodes past their first turn and not yet ended on each server up."""
+    now = time.monotonic()
+    return {
+        url: {i for i, p in enumerate(played) if p.url == url and p.ended > now}
+        for url in up
+    }
+
+
+def kill_busiest(pool: ServerPool, played: list[Played]) -> Kill:
+    """SIGKILL the server up holding the most episodes past their first turn."""
+    up, _ = server_groups(pool)
+    now, held = time.monotonic(), holding(up, played)
+    url = max(held, key=lambda u: len(held[u]))
+    kill_group(up[url])
+    return Kill(url, now, held[url])
+
+
+async def kill_early_and_late(pool: ServerPool, played: list[Played]) -> list[Kill]:
+    """Early: once one server is up and holds sessions while others start, it and a
+    starting one are killed. Later: once every server is up and nearly full, the
+    busiest is."""
+
+    def early() -> bool:
+        up = pool.servers()
+        return pool.launched() > len(up) and any(holding(up, played).values())
+
+    def full() -> bool:
+        up = pool.servers()
+        busiest = max(map(len, holding(up, played).values()), default=0)
+        return pool.launched() == len(up) and busiest >= LOST_SESSIONS // 2
+
+    assert await wait_for(early), "the pool never had a server up and one starting"
+    kills = [kill_busiest(pool, played)]
+    _, starting = server_groups(pool)
+    if starting:
+        kill_group(starting[0])
+        kills.append(Kill(None, time.monotonic()))
+    await asyncio.sleep(1.0)
+    assert await wait_for(full), "the pool never came back up and full"
+    kills.append(kill_busiest(pool, played))
+    return kills
+
+
+async def wait_for(condition: Callable[[], bool], timeout_s: float = 120) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+async def run_with_kills(
+    pool: ServerPool, rollout: EnvTarget, episodes: int, in_flight: int
+) -> tuple[list[Played], list[Kill]]:
+    words = list(_words()[0][: episodes + 1])
+    played = [Played() for _ in range(episodes)]
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await play_with_think_time(rollout, words[i], words[i + 1], played[i])
+
+    killer = asyncio.create_task(kill_early_and_late(pool, played))
+    await asyncio.gather(*(one(i) for i in range(episodes)))
+    return played, await killer
+
+
+def lost_to(kills: list[Kill], played: list[Played]) -> dict[str, set[int]]:
+    """The failed episodes of each killed server: those on it when it was killed,
+    or whose reset it answered in the moment before (their session was its too)."""
+    return {
+        k.url: {
+            i
+            for i, p in enumerate(played)
+            if p.error and p.url == k.url and (i in k.held or p.opened - k.at < 1.0)
+        }
+        for k in kills
+        if k.url
+    }
+
+
+@pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
+async def test_a_killed_server_costs_only_the_sessions_it_held(leases):
+    target = EnvTarget(
+        env="local/wordle",
+        provider_kwargs={
+            "project_path": str(WORDLE_PROJECT),
+            "app": WORDLE_APP,
+            "env_vars": {"WORDLE_MAX_SESSIONS": str(LOST_SESSIONS)},
+        },
+        launch_timeout_s=120,
+    )
+    pool = ServerPool(target, sessions_per_server=LOST_SESSIONS)
+    try:
+        if leases == "in_process":
+            rollout = EnvTarget(env=target.env, pool=pool.local())
+        else:
+            rollout = EnvTarget(env=target.env, pool_url=pool.serve_http())
+        async with asyncio.timeout(300):
+            played, kills = await run_with_kills(
+                pool, rollout, LOST_EPISODES, LOST_IN_FLIGHT
+            )
+        failed = {i for i, p in enumerate(played) if p.error}
+        early = [
+            p.error for p in played if (p.error or "").startswith(BEFORE_FIRST_TURN)
+        ]
+        assert early == [], early[:3]
+        lost = lost_to(kills, played)
+        assert failed == set().union(*lost.values()), [
+            played[i].error for i in failed - set().union(*lost.values())
+        ][:3]
+        for kill in kills:
+            if kill.url:
+                # It held sessions mid-way: the kill was a real one.
+                assert kill.held, kill
+        for i in failed:
+            assert "local/wordle" in (played[i].error or ""), played[i].error
+        # The rest solved their game.
+        assert all(p.done for i, p in enumerate(played) if i not in failed)
         assert pool.leases_held() == 0
     finally:
         pool.close()
