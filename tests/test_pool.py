@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -153,6 +154,40 @@ async def test_a_killed_server_is_replaced():
         await play_one_guess(leased(target, url))
         assert len(pool.servers()) == 1
         assert killed.isdisjoint(pid for pid, _ in wordle_uv_servers())
+    assert wordle_uv_servers() == []
+
+
+def kill_wordle_servers() -> set[int]:
+    killed = {pid for pid, _ in wordle_uv_servers()}
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return killed
+
+
+async def test_a_server_lost_before_the_first_turn_costs_no_episode_and_one_lost_later_ends_it_named():
+    target = wordle_target()
+    with pool_of(target, max_servers=1) as (pool, url):
+        async with contextlib.AsyncExitStack() as stack:
+            episode = await open_episode(leased(target, url), EpisodeLimits(), stack)
+            lost = episode.client.base_url
+            killed = kill_wordle_servers()
+            # The reset finds the server gone: no model turn was spent, so the
+            # episode starts again on the pool's replacement.
+            await episode.reset({"word": "crane"})
+            await episode.act("[pious]")  # the fresh session plays
+            assert (episode.report.steps, episode.report.error) == (1, None)
+            assert episode.client.base_url != lost
+            assert pool.servers() == [episode.client.base_url]
+            assert killed.isdisjoint(pid for pid, _ in wordle_uv_servers())
+            kill_wordle_servers()
+            # Mid-way, the same loss ends the episode, named, on no fresh session.
+            await episode.act("[crane]")
+            assert re.search(
+                r"^local/wordle: (the env server closed the session|step failed: "
+                r"ConnectionClosed).*\(after 1 steps\)$",
+                episode.report.error or "",
+            ), episode.report.error
     assert wordle_uv_servers() == []
 
 
