@@ -133,6 +133,9 @@ class ServerPool:
         self._last_reap = 0.0
         self._failure: str | None = None
         self._ever_up = False
+        self._capacity_seen = 0
+        """The largest session limit of a server dropped, or the most sessions it
+        held: what a pool whose servers were all lost grows at."""
         self._failed_launches = 0
         """Launches failed in a row since one last came up."""
         self._closed = False
@@ -343,15 +346,17 @@ class ServerPool:
         return None
 
     def _grow_locked(self) -> bool:
-        """Every server is up and full: launch as many as the leases held and waited
-        for need, at the largest session limit seen. False when none may be
-        launched (`max_servers`, or the host's memory)."""
+        """Every server is up and full (or none is left): launch as many as the
+        leases held and waited for need, at the largest session limit seen, that of
+        servers lost included; one alone while no limit is known (as at the start).
+        False when none may be launched (`max_servers`, or the host's memory)."""
         per_server = max(
-            (s.capacity for s in self._servers if s.capacity is not None), default=1
+            (s.capacity for s in self._servers if s.capacity is not None),
+            default=self._capacity_seen,
         )
         demand = len(self._leases) + self._waiting
         room = sum(s.capacity or per_server for s in self._servers)
-        wanted = max(1, math.ceil((demand - room) / per_server))
+        wanted = max(1, math.ceil((demand - room) / per_server)) if per_server else 1
         if self._max_servers is not None:
             wanted = min(wanted, self._max_servers - len(self._servers))
         launched = 0
@@ -530,6 +535,8 @@ class ServerPool:
         the lock, with no grace period since it is not serving anyone."""
         logger.warning("shared env server %s %s; dropping it", server.url, why)
         self._servers.remove(server)
+        held = server.capacity or len(server.confirmed)
+        self._capacity_seen = max(self._capacity_seen, held)
         for lease_id in server.leases:
             self._leases.pop(lease_id, None)
         server.leases.clear()
