@@ -225,14 +225,11 @@ async def run_with_kills(
 
 
 def lost_to(kills: list[Kill], played: list[Played]) -> dict[str, set[int]]:
-    """The failed episodes of each killed server: those on it when it was killed,
-    or whose reset it answered in the moment before (their session was its too)."""
+    """The failed episodes of each killed server: those that reached their first
+    model turn on it (its reset answered, maybe only just before the kill), the
+    sessions it held."""
     return {
-        k.url: {
-            i
-            for i, p in enumerate(played)
-            if p.error and p.url == k.url and (i in k.held or p.opened - k.at < 1.0)
-        }
+        k.url: {i for i, p in enumerate(played) if p.error and p.url == k.url}
         for k in kills
         if k.url
     }
