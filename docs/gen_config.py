@@ -53,6 +53,21 @@ class Section:
 
 SECTIONS = (
     Section(
+        title="Env and servers (both lines)",
+        source="openenv_v1/settings.py",
+        cls="EnvSettings",
+        intro=(
+            "Which env, how it is reached, where its servers run and how the model "
+            "acts. The taskset's own settings on both lines: `--taskset.*` (TOML "
+            "`[taskset]`) on verifiers 0.2, `--env.taskset.*` (TOML `[env.taskset]`) "
+            "on 0.4. `env` or `base_url` is required."
+        ),
+        flags=(
+            ("verifiers 0.2 flag", "--taskset."),
+            ("verifiers 0.4 flag", "--env.taskset."),
+        ),
+    ),
+    Section(
         title="Episode settings (both lines)",
         source="openenv_v1/settings.py",
         cls="EpisodeSettings",
@@ -89,8 +104,11 @@ SECTIONS = (
         source="openenv_v1/vf02/config.py",
         cls="OpenEnvConfig",
         intro=(
-            "Which env, how it is reached, which resets: `--taskset.*`, TOML "
-            "`[taskset]`. The episode settings above sit under `task.user`."
+            "Where verifiers 0.2's user simulators run and how they start: "
+            "`--taskset.*`, TOML `[taskset]`, beside the env and task settings "
+            "above. The episode settings above sit under `task.user`. On verifiers "
+            "0.4 (`vf-eval`) every setting of the taskset is one of the sections "
+            "above, under `--env.taskset.*` (TOML `[env.taskset]`)."
         ),
         flags=(("flag", "--taskset."),),
         skip=frozenset({"task"}),
@@ -105,16 +123,6 @@ SECTIONS = (
             "these two, which the taskset fills in."
         ),
         flags=(("flag", "--taskset.task.user."),),
-    ),
-    Section(
-        title="Taskset, verifiers 0.4 (`vf-eval`)",
-        source="openenv_v1/vf04/config.py",
-        cls="OpenEnvConfig",
-        intro=(
-            "The same names as on verifiers 0.2, all under `--env.taskset.*` (TOML "
-            "`[env.taskset]`), beside the episode settings above."
-        ),
-        flags=(("flag", "--env.taskset."),),
     ),
     Section(
         title="Env, verifiers 0.4",

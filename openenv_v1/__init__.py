@@ -7,8 +7,10 @@ verifiers resolves the id to this module; besides the taskset it exports an
 in-process chat harness (`OpenEnvHarness`), the default harness of these tasksets.
 Subclass `OpenEnvConfig` to pin an env and its launch defaults (see
 `openenv_wordle_v1`). The OpenEnv-facing machinery lives in `openenv_v1.core`, which
-does not need verifiers; the names below are imported on first use, so `openenv_v1.core`
-(and the `openenv-v1` command) stay quick to load.
+does not need verifiers; what both bindings share is in `openenv_v1.settings` (the
+settings, declared once) and `openenv_v1.taskset_core` (what a taskset builds from
+them). The names below are imported on first use, so `openenv_v1.core` (and the
+`openenv-v1` command) stay quick to load.
 
 On verifiers 0.4 (`uv sync --extra vf04`) the same names come from
 `openenv_v1.vf04`, plus its `OpenEnvEnv` and `OpenEnvChatHarness`:
@@ -22,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from openenv_v1.taskset_core import OpenEnvData
     from openenv_v1.vf02.config import (
         OpenEnvConfig,
         OpenEnvTaskConfig,
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from openenv_v1.vf02.harness import OpenEnvHarness
     from openenv_v1.vf02.state import OpenEnvState
     from openenv_v1.vf02.taskset import OpenEnvTask, OpenEnvTaskset
-    from openenv_v1.vf02.user import OpenEnvData, OpenEnvUser
+    from openenv_v1.vf02.user import OpenEnvUser
 
 _HOMES = {
     "OpenEnvConfig": "openenv_v1.vf02.config",
@@ -38,7 +41,7 @@ _HOMES = {
     "OpenEnvUserConfig": "openenv_v1.vf02.config",
     "OpenEnvTask": "openenv_v1.vf02.taskset",
     "OpenEnvTaskset": "openenv_v1.vf02.taskset",
-    "OpenEnvData": "openenv_v1.vf02.user",
+    "OpenEnvData": "openenv_v1.taskset_core",
     "OpenEnvHarness": "openenv_v1.vf02.harness",
     "OpenEnvState": "openenv_v1.vf02.state",
     "OpenEnvUser": "openenv_v1.vf02.user",

@@ -1,28 +1,120 @@
-"""The settings both verifiers lines share: how a launched env server is set up, the
-limits of an episode, how observations are shown and rewards counted
-(`EpisodeSettings`), and which tasks the taskset has (`TaskSettings`).
+"""The settings both verifiers lines share: which env and where its servers run
+(`EnvSettings`), how a launched env server is set up, the limits of an episode, how
+observations are shown and rewards counted (`EpisodeSettings`), and which tasks the
+taskset has (`TaskSettings`); and the `EnvTarget` they mean (`env_target`).
 
     class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig)   # 0.2: --taskset.task.user.*
-    class OpenEnvConfig(EpisodeSettings, vf.TasksetConfig)    # 0.4: --env.taskset.*
-    class OpenEnvConfig(TaskSettings, vf.TasksetConfig)       # both: tasks
+    class OpenEnvConfig(EpisodeSettings, ..., vf.TasksetConfig)  # 0.4: --env.taskset.*
+    class OpenEnvConfig(EnvSettings, TaskSettings, vf.TasksetConfig)  # both
 
-A mixin of plain pydantic fields (no verifiers import), so each line's config keeps
+Mixins of plain pydantic fields (no verifiers import), so each line's config keeps
 one definition, and one `--help` text, of every setting; verifiers' CLI reads the
-field docstrings through the class's bases.
+field docstrings through the class's bases. A message names a setting by the flag
+of the line it is on (`EnvSettings.flag_prefix`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Self
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import BaseModel, Field, model_validator
 
 from openenv_v1.core import EpisodeLimits
 from openenv_v1.core.episode.render import ObservationFormat
 from openenv_v1.core.episode.replies import REASONING_DELIMITERS
-from openenv_v1.core.episode.report import RewardMode
+from openenv_v1.core.episode.report import RewardMode, ToolCalls
+from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.launch.plan import ProviderName, settle_use_docker
 from openenv_v1.core.manifest import Manifest, credentials_error
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.leases import PoolLeases
+
+
+class EnvSettings(BaseModel):
+    """Which env the taskset runs, where its servers run and how the model acts: the
+    taskset's own settings on both lines (`--taskset.*` on verifiers 0.2,
+    `--env.taskset.*` on 0.4)."""
+
+    env: str | None = None
+    """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
+    (shared by rollouts, see `shared_servers`) or with Docker (`use_docker`).
+    Required unless `base_url` is set."""
+    base_url: str | None = None
+    """URL of a running OpenEnv server. Connect only: nothing is cloned or launched,
+    and `env`, `use_docker` and provider settings are ignored."""
+    provider: ProviderName | None = None
+    """Where env servers run, with that place's options in the episode setting
+    `provider_kwargs`: `uv` (OpenEnv's UV provider on this host), `docker` (the same
+    as `use_docker`), `swarm` (a Docker Swarm service), or a cloud sandbox of
+    OpenEnv's: `daytona`, `modal`, `aca` (Azure Container Apps), `hf_sandbox`,
+    `novita` (their SDK must be installed; see docs/providers.md). Unset: UV, or
+    Docker with `use_docker`. Servers of any provider are shared like UV ones
+    (`shared_servers`). Not with `base_url`."""
+    use_docker: bool = False
+    """Launch the env in a Docker container instead of with UV: the image in
+    `provider_kwargs.image`, else one built from `provider_kwargs.project_path`'s
+    Dockerfile, else the Space's image. On verifiers 0.4 the containers run on this
+    host, shared like UV servers (`shared_servers`); on 0.2 the user simulator runs
+    on a Prime VM of its own with Docker there (`colocated` off, `vm` on) unless
+    `docker_on_host`. Not with `base_url`."""
+    shared_servers: bool = True
+    """Launch `env` once per eval and let rollouts share it, each on its own session
+    (more servers are launched while all are at their session limit). Applies to
+    every provider (UV, Docker and the others; on verifiers 0.2 Docker only with
+    `docker_on_host`, and only with the user simulator on this host); off, each
+    rollout launches its own."""
+    sessions_per_server: int | None = Field(None, ge=1)
+    """Session limit of one shared server; unset, it is learned from the server's
+    `CAPACITY_REACHED` answers."""
+    max_servers: int | None = Field(None, ge=1)
+    """Most shared servers launched at once; unset, while all are full the pool
+    launches as many as the waiting rollouts need, as long as the host keeps 1 GiB (or
+    twice the largest server's memory) free. An env without concurrent sessions gets
+    a server per concurrent rollout, reused by later ones."""
+    tool_calls: ToolCalls = "text"
+    """How the model acts. `text`: each reply is an action written as JSON (or bare
+    text), for any model. `native`: the env's MCP tools (for other envs, one `act`
+    tool taking the action) become the model's own tools and each tool call is one
+    step; for models trained to call tools. This package's harness (the default)
+    passes them to the model; on verifiers 0.2 so does `--harness.id null`, and
+    native needs the user simulator on this host (with `use_docker`, only with
+    `docker_on_host`)."""
+
+    @classmethod
+    def flag_prefix(cls) -> str:
+        """How these settings' flags begin on the line they are on (`--taskset.`);
+        messages name the flags with it."""
+        return "--"
+
+    @model_validator(mode="after")
+    def _settle_use_docker(self) -> Self:
+        self.use_docker = settle_use_docker(
+            self.provider,
+            use_docker=self.use_docker,
+            base_url=self.base_url,
+            flags=self.flag_prefix(),
+        )
+        return self
+
+    def require_target(self, taskset_id: str | None) -> None:
+        """Fail, naming the flags, when neither `env` nor `base_url` is set (checked
+        when the taskset is built: verifiers' CLI builds the config from its id
+        alone before it reads any flag)."""
+        if not self.env and not self.base_url:
+            flags = self.flag_prefix()
+            raise ValueError(
+                f"taskset {taskset_id or 'openenv-v1'!r} needs an environment: pass "
+                f"{flags}env <org/name> (launched with UV) or {flags}base-url "
+                "<http://host:port> (a running server), or set `env` / `base_url` "
+                f"under [{flags.strip('-.')}] in the config file"
+            )
+
+    def shares_servers(self) -> bool:
+        """Whether rollouts lease shared servers launched once per eval."""
+        return bool(self.shared_servers and self.env and not self.base_url)
 
 
 class EpisodeSettings(BaseModel):
@@ -193,4 +285,77 @@ class TaskSettings(BaseModel):
         return self
 
 
-__all__ = ["EpisodeSettings", "TaskSettings"]
+class TasksetSettings(EnvSettings, TaskSettings):
+    """The taskset's own settings on both lines: which env, where its servers run,
+    how the model acts (`EnvSettings`), and where its tasks come from
+    (`TaskSettings`)."""
+
+
+class EnvPlace(Protocol):
+    """Where an episode's env comes from: `EnvSettings`, or a task's data."""
+
+    env: str | None
+    base_url: str | None
+    use_docker: bool
+    provider: str | None
+
+
+class UnsetVariables(ValueError):
+    """`forward_env` names variables this process does not have (`names`)."""
+
+    def __init__(self, names: list[str], flag: str) -> None:
+        self.names = names
+        super().__init__(
+            f"forward_env names {', '.join(names)}, not set in the eval's "
+            f"environment: export it, or drop it from {flag}"
+        )
+
+
+def forwarded_values(names: Sequence[str], flag: str) -> dict[str, str]:
+    """The values of the variables `names` (`forward_env`) in this process. Raises
+    `UnsetVariables`, naming them and `flag` (where the user lists them), for any
+    that is unset."""
+    if missing := [name for name in names if name not in os.environ]:
+        raise UnsetVariables(missing, flag)
+    return {name: os.environ[name] for name in names}
+
+
+def env_target(
+    place: EnvPlace,
+    episode: EpisodeSettings,
+    *,
+    secret_env: dict[str, str],
+    pool: PoolLeases | None = None,
+    pool_url: str | None = None,
+) -> EnvTarget:
+    """The `EnvTarget` of an episode: `place`'s `base_url` (nothing else applies
+    then), else a lease from the shared servers (`pool` in this process, `pool_url`
+    from another), else a launch of `place.env` of its own, with `episode`'s launch
+    options and timeouts and `secret_env` added to the server's environment."""
+    connect = bool(place.base_url)
+    return EnvTarget(
+        env=None if connect else place.env,
+        base_url=place.base_url,
+        use_docker=bool(place.use_docker and not connect),
+        provider=None if connect else place.provider,
+        provider_kwargs=episode.provider_kwargs,
+        secret_env={} if connect else secret_env,
+        pool=None if connect else pool,
+        pool_url=None if connect else pool_url,
+        launch_timeout_s=episode.launch_timeout_s,
+        connect_timeout_s=episode.connect_timeout_s,
+        message_timeout_s=episode.message_timeout_s(),
+        web_ui=episode.server_web_ui,
+        cache_max_gb=episode.cache_max_gb,
+    )
+
+
+__all__ = [
+    "EnvSettings",
+    "EpisodeSettings",
+    "TaskSettings",
+    "TasksetSettings",
+    "UnsetVariables",
+    "env_target",
+    "forwarded_values",
+]

@@ -50,8 +50,11 @@ def _own_fields(model: type, *bases: type) -> set[str]:
 def test_the_source_reader_finds_every_field_pydantic_finds():
     """The generator reads source, not classes: check it against the classes this
     environment can import (the installed verifiers line)."""
-    from openenv_v1.settings import EpisodeSettings, TaskSettings
+    from openenv_v1.settings import EnvSettings, EpisodeSettings, TaskSettings
 
+    assert _documented("openenv_v1/settings.py", "EnvSettings") == set(
+        EnvSettings.model_fields
+    )
     assert _documented("openenv_v1/settings.py", "EpisodeSettings") == set(
         EpisodeSettings.model_fields
     )
@@ -64,7 +67,10 @@ def test_the_source_reader_finds_every_field_pydantic_finds():
         from openenv_v1.vf02 import config
 
         assert _documented("openenv_v1/vf02/config.py", "OpenEnvConfig") == (
-            _own_fields(config.OpenEnvConfig, TaskSettings, vf.TasksetConfig) - {"task"}
+            _own_fields(
+                config.OpenEnvConfig, EnvSettings, TaskSettings, vf.TasksetConfig
+            )
+            - {"task"}
         )
         assert _documented("openenv_v1/vf02/config.py", "OpenEnvUserConfig") == (
             _own_fields(config.OpenEnvUserConfig, EpisodeSettings, vf.UserConfig)
@@ -72,10 +78,13 @@ def test_the_source_reader_finds_every_field_pydantic_finds():
     elif version("verifiers").startswith("0.4."):
         from openenv_v1.vf04 import config
 
-        assert _documented("openenv_v1/vf04/config.py", "OpenEnvConfig") == (
-            _own_fields(
-                config.OpenEnvConfig, EpisodeSettings, TaskSettings, vf.TasksetConfig
-            )
+        # Every setting of the 0.4 taskset is a shared one, documented above.
+        assert not _own_fields(
+            config.OpenEnvConfig,
+            EnvSettings,
+            EpisodeSettings,
+            TaskSettings,
+            vf.TasksetConfig,
         )
         assert _documented("openenv_v1/vf04/config.py", "OpenEnvEnvConfig") == (
             _own_fields(config.OpenEnvEnvConfig, vf.EnvConfig)

@@ -81,7 +81,7 @@ def test_another_env_gets_one_act_tool_taking_its_action(wordle_url, tmp_path):
         assert "Act by calling the `act` tool" in opening
         text, failed = asyncio.run(call_tool(tools_url, "act", {"message": "[crane]"}))
         assert "You submitted [crane]" in text and not failed
-        assert chan.state.steps == 1
+        assert chan.state.account.steps == 1
 
 
 def test_a_call_delivered_twice_steps_the_env_once(counter_url, tmp_path):
@@ -92,7 +92,7 @@ def test_a_call_delivered_twice_steps_the_env_once(counter_url, tmp_path):
         first = asyncio.run(call_tool(url, "add", {"n": 2}))
         again = asyncio.run(call_tool(url, "add", {"n": 2}))
         assert first == again == ("add: 3", False)
-        assert (chan.state.steps, chan.state.reward) == (1, 0.25)
+        assert (chan.state.account.steps, chan.state.account.reward) == (1, 0.25)
 
         async def twice_at_once():
             return await asyncio.gather(
@@ -102,12 +102,12 @@ def test_a_call_delivered_twice_steps_the_env_once(counter_url, tmp_path):
         # A retry racing the first attempt waits for it.
         chan.state.turn += 1
         assert asyncio.run(twice_at_once()) == [("add: 6", False)] * 2
-        assert chan.state.steps == 2
+        assert chan.state.account.steps == 2
         # The next model turn (stamped by the task's stops) makes it a new call.
         chan.state.turn += 1
         assert asyncio.run(call_tool(url, "add", {"n": 3})) == ("add: 9", False)
         assert asyncio.run(call_tool(url, "peek", {})) == ("peek: 9", False)
-        assert (chan.state.steps, chan.state.reward) == (4, 0.75)
+        assert (chan.state.account.steps, chan.state.account.reward) == (4, 0.75)
 
 
 def test_one_tool_server_routes_each_rollout_to_its_own_session(counter_url, tmp_path):
@@ -131,7 +131,7 @@ def test_one_tool_server_routes_each_rollout_to_its_own_session(counter_url, tmp
             )
 
         assert asyncio.run(both()) == [("add: 11", False), ("add: 21", False)]
-        assert [chan.state.steps for _, chan in rollouts] == [1, 1]
+        assert [chan.state.account.steps for _, chan in rollouts] == [1, 1]
 
 
 def test_mistakes_are_tool_errors_counted_until_the_episode_ends(counter_url, tmp_path):
@@ -143,15 +143,15 @@ def test_mistakes_are_tool_errors_counted_until_the_episode_ends(counter_url, tm
         chan.state.turn += 1
         text, failed = asyncio.run(call_tool(url, "add", {"n": 500}))
         assert failed and "n=500 is over 100" in text
-        assert (chan.state.steps, chan.state.invalid_streak) == (1, 2)
+        assert (chan.state.account.steps, chan.state.account.invalid_streak) == (1, 2)
         chan.state.turn += 1
         text, failed = asyncio.run(call_tool(url, "submit", {}))
         assert failed and "the episode is over" in text
-        assert chan.state.stop_reason == "invalid_actions"
+        assert chan.state.account.stop_reason == "invalid_actions"
         # Nothing is stepped after the end.
         chan.state.turn += 1
         assert asyncio.run(call_tool(url, "peek", {})) == ("The episode is over.", True)
-        assert (chan.state.steps, chan.state.invalid_actions) == (1, 3)
+        assert (chan.state.account.steps, chan.state.account.invalid_actions) == (1, 3)
 
 
 def native_eval(policy: str, cwd, *flags: str) -> list[dict]:

@@ -155,7 +155,7 @@ def test_provider_and_use_docker_or_base_url_disagree_on_verifiers_02():
 
 def test_the_provider_reaches_every_task_and_shares_servers_like_uv(monkeypatch):
     # No preflight for this test: the launcher's own checks are tested with it.
-    monkeypatch.setattr("openenv_v1.vf02.taskset.check_launcher", lambda target: None)
+    monkeypatch.setattr("openenv_v1.taskset_core.check_launcher", lambda target: None)
     config = OpenEnvConfig(
         env="org/env", provider="swarm", resets=[{}, {}], shared_servers=False
     )

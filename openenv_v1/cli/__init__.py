@@ -325,55 +325,55 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _target(args: argparse.Namespace) -> EnvTarget:
-    """The `EnvTarget` a rollout with these settings would use."""
-    from openenv_v1.core.launch.target import EnvTarget
+    """The `EnvTarget` a rollout with these settings would use, built from the
+    settings both bindings share (`openenv_v1.settings`), with this command's flags
+    named in its errors."""
+    from pydantic import ValidationError
 
-    if args.base_url and args.use_docker:
-        _usage_error(
-            "check", "--use-docker launches a server, --base-url connects to one"
-        )
-    if args.base_url and args.provider:
-        _usage_error(
-            "check", "--provider launches a server, --base-url connects to one"
-        )
-    if args.use_docker and args.provider not in (None, "docker"):
-        _usage_error(
-            "check",
-            f"--use-docker runs the server with Docker, --provider {args.provider} "
-            "elsewhere: drop one",
-        )
+    from openenv_v1.settings import (
+        EnvSettings,
+        EpisodeSettings,
+        UnsetVariables,
+        env_target,
+        forwarded_values,
+    )
+
     kwargs = dict(args.provider_kwargs)
     if args.project_path:
         kwargs["project_path"] = args.project_path
     if args.app:
         kwargs["app"] = args.app
-    path = kwargs.get("project_path")
-    if isinstance(path, str) and path and not path.startswith("git+"):
-        kwargs["project_path"] = os.path.abspath(os.path.expanduser(path))
-    env = args.env_id
-    if not env and not args.base_url:
+    try:
+        place = EnvSettings(
+            env=args.env_id,
+            base_url=args.base_url,
+            use_docker=args.use_docker,
+            provider=args.provider,
+        )
+        episode = EpisodeSettings(
+            provider_kwargs=kwargs,
+            launch_timeout_s=args.launch_timeout,
+            server_web_ui=args.web_ui,
+        )
+    except ValidationError as e:
+        errors = (error["msg"].removeprefix("Value error, ") for error in e.errors())
+        _usage_error("check", "; ".join(errors))
+    path = episode.provider_kwargs.get("project_path")
+    if not place.env and not place.base_url:
         if not path:
             _usage_error(
                 "check", "give ENV_ID (to launch), --base-url, or --project-path"
             )
-        env = f"local/{os.path.basename(str(kwargs['project_path']).rstrip('/'))}"
-    missing = [name for name in args.forward_env if name not in os.environ]
-    if missing:
+        place.env = f"local/{os.path.basename(str(path).rstrip('/'))}"
+    try:
+        secret_env = forwarded_values(args.forward_env, "--forward-env")
+    except UnsetVariables as e:
         _usage_error(
             "check",
-            f"--forward-env {' '.join(missing)}: not set in this environment; "
+            f"--forward-env {' '.join(e.names)}: not set in this environment; "
             "export it, or drop the flag",
         )
-    return EnvTarget(
-        env=env,
-        base_url=args.base_url,
-        use_docker=args.use_docker or args.provider == "docker",
-        provider=args.provider,
-        provider_kwargs=kwargs,
-        secret_env={name: os.environ[name] for name in args.forward_env},
-        launch_timeout_s=args.launch_timeout,
-        web_ui=args.web_ui,
-    )
+    return env_target(place, episode, secret_env=secret_env)
 
 
 def _run_interruptible(coro: Coroutine[Any, Any, None]) -> bool:

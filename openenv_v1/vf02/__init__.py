@@ -2,10 +2,11 @@
 simulator (`vf.User`) plays one OpenEnv episode.
 
 - `config.py`: `OpenEnvConfig` (under `--taskset.*`) and the user simulator's settings;
-- `taskset.py`: tasks from `resets`, the shared servers' pool, reward, stops, metrics;
+- `taskset.py`: the taskset core (`openenv_v1.taskset_core`: tasks, the shared servers'
+  pool) handed to the user simulators; reward, stops, metrics;
 - `state.py`: `OpenEnvState`, the rollout's state the simulator and the eval share;
 - `user.py`: the user simulator that keeps the env session;
-- `account.py`: the episode account on the rollout state;
+- `account.py`: the episode account (the core's `EpisodeReport`) on the rollout state;
 - `tools.py`, `tool_desk.py`: native tool calling (the eval's tool server, and the
   simulator's side of each call);
 - `harness.py`: `OpenEnvHarness`, the model's side in the eval process (the default

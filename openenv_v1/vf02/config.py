@@ -4,22 +4,22 @@
     eval openenv-v1 --taskset.base-url http://127.0.0.1:8000
     class MyEnvConfig(OpenEnvConfig): env: str | None = "org/my-env"
 
+The settings both lines share are declared once in `openenv_v1.settings` (the
+taskset's `EnvSettings` and `TaskSettings`, the user simulator's `EpisodeSettings`);
+what is here is verifiers 0.2's own: where the user simulator runs and how it starts.
 `env` or `base_url` is required, but only once the config is final: verifiers' CLI
 builds `OpenEnvConfig(id=...)` before it reads any flag, so the requirement is checked
-by `require_target()`, which the taskset calls when it is built.
+by `require_target()`, when the taskset is built.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Self
 
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
-from openenv_v1.core.episode.report import ToolCalls
-from openenv_v1.core.launch.plan import ProviderName
-from openenv_v1.settings import EpisodeSettings, TaskSettings
+from openenv_v1.settings import EpisodeSettings, TasksetSettings
 
 
 class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
@@ -43,48 +43,17 @@ class OpenEnvTaskConfig(vf.TaskConfig):
     """The OpenEnv user simulator, under `--taskset.task.user.*`."""
 
 
-class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
+class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
     """An OpenEnv environment as a finite taskset: one task per entry of `resets`, or
-    the env's own tasks (OpenEnv's Task API; see `openenv_v1.settings.TaskSettings`)."""
+    the env's own tasks (OpenEnv's Task API; see `openenv_v1.settings.TaskSettings`).
+    Which env and where it runs are `openenv_v1.settings.EnvSettings`; the settings
+    below are this line's own (its user simulators)."""
 
-    env: str | None = None
-    """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
-    (shared by rollouts, see `shared_servers`) or per rollout with Docker
-    (`use_docker`). Required unless `base_url` is set."""
-    base_url: str | None = None
-    """URL of a running OpenEnv server. Connect only: nothing is cloned or launched, and
-    `env`, `use_docker` and provider settings are ignored."""
-    provider: ProviderName | None = None
-    """Where env servers run, with that place's options in
-    `task.user.provider_kwargs`: `uv` (OpenEnv's UV provider on this host), `docker`
-    (the same as `use_docker`), `swarm` (a Docker Swarm service), or a cloud sandbox
-    of OpenEnv's: `daytona`, `modal`, `aca` (Azure Container Apps), `hf_sandbox`,
-    `novita` (their SDK must be installed; see docs/providers.md). Unset: UV, or Docker
-    with `use_docker`. Servers of any provider are shared like UV ones
-    (`shared_servers`). Not with `base_url`."""
-    use_docker: bool = False
-    """Launch the env in a Docker container instead of with UV: the image in
-    `provider_kwargs.image`, else one built from `provider_kwargs.project_path`'s
-    Dockerfile, else the Space's image. The user then runs on its own Prime VM
-    (`colocated` off, `vm` on) unless `docker_on_host`. Not with `base_url`."""
     docker_on_host: bool = False
     """With `use_docker`: run the containers with this host's Docker engine, the user
     simulator staying in its runtime on this host (which must be local), and
     containers shared like UV servers (`shared_servers`). Off, the user gets a Prime
     VM of its own, with Docker there."""
-    shared_servers: bool = True
-    """Launch `env` once per eval and let rollouts share it, each on its own session
-    (more servers are launched while all are at their session limit). Applies to UV
-    launches, `docker_on_host` containers and the servers of other providers, with a
-    local user simulator; off, each rollout launches its own."""
-    sessions_per_server: int | None = Field(None, ge=1)
-    """Session limit of one shared server; unset, it is learned from the server's
-    `CAPACITY_REACHED` answers."""
-    max_servers: int | None = Field(None, ge=1)
-    """Most shared servers launched at once; unset, while all are full the pool
-    launches as many as the waiting rollouts need, as long as the host keeps 1 GiB (or
-    twice the largest server's memory) free. An env without concurrent sessions gets
-    a server per concurrent rollout, reused by later ones."""
     max_simulators: int | None = Field(None, ge=1)
     """Most user simulators (one process per rollout, ~100 MB each) alive at once in
     the process that runs the rollouts; rollouts past it wait for one to end. Unset:
@@ -100,26 +69,16 @@ class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
     verifiers once (a fraction of a second of CPU per rollout instead of a few
     seconds). Off: each simulator is a fresh interpreter. Linux, simulator on this
     host."""
-    tool_calls: ToolCalls = "text"
-    """How the model acts. `text`: each reply is an action written as JSON (or bare
-    text), for any model. `native`: the env's MCP tools (for other envs, one `act`
-    tool taking the action) become the model's own tools and each tool call is one
-    step; for models trained to call tools. The package's harness (the default)
-    passes them to the model, as does `--harness.id null`. Native needs the user
-    simulator on this host (with `use_docker`, only with `docker_on_host`)."""
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""
 
+    @classmethod
+    def flag_prefix(cls) -> str:
+        return "--taskset."
+
     @model_validator(mode="after")
     def _place_docker_user(self) -> Self:
-        from openenv_v1.core.launch.plan import settle_use_docker
-
-        self.use_docker = settle_use_docker(
-            self.provider,
-            use_docker=self.use_docker,
-            base_url=self.base_url,
-            flags="--taskset.",
-        )
+        # After `EnvSettings` has settled `use_docker` (a base's validators run first).
         if self.docker_on_host:
             self._require_docker_on_host()
         elif self.use_docker:
@@ -173,9 +132,7 @@ class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
 
         user = self.task.user
         return bool(
-            self.shared_servers
-            and self.env
-            and not self.base_url
+            super().shares_servers()
             and (not self.use_docker or self.docker_on_host)
             and not user.colocated
             and runtime_is_local(user.runtime)
@@ -195,25 +152,3 @@ class OpenEnvConfig(TaskSettings, vf.TasksetConfig):
 
         user = self.task.user
         return supported() and user.runtime.type == "subprocess"
-
-    def forwarded_values(self) -> dict[str, str]:
-        """Values of `task.user.forward_env` in this process; a missing one is an
-        error naming it."""
-        names = self.task.user.forward_env
-        missing = [name for name in names if name not in os.environ]
-        if missing:
-            raise ValueError(
-                f"task.user.forward_env names {', '.join(missing)}, not set in the "
-                "eval's environment: export it, or drop it from forward_env"
-            )
-        return {name: os.environ[name] for name in names}
-
-    def require_target(self) -> None:
-        """Fail, naming the flags, when neither `env` nor `base_url` is set."""
-        if not self.env and not self.base_url:
-            raise ValueError(
-                f"taskset {self.id or 'openenv-v1'!r} needs an environment: pass "
-                "--taskset.env <org/name> (launched with UV) or --taskset.base-url "
-                "<http://host:port> (a running server), or set `env` / `base_url` "
-                "under [taskset] in the config file"
-            )

@@ -31,23 +31,17 @@ prepares the program it runs (`openenv_v1.vf02.null_harness`).
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import verifiers.v1 as vf
 
-from openenv_v1.core import EnvFailure, EnvTarget
-from openenv_v1.core.episode.env_episode import warn_unknown_reset_kwargs
-from openenv_v1.core.launch.plan import check_launcher
+from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.pool import ServerPool
-from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
-from openenv_v1.core.manifest import ManifestError, read_manifest
 from openenv_v1.core.setting_names import render_settings
-from openenv_v1.core.tasks import taskset_tasks
-from openenv_v1.logs import route_to_verifiers
-from openenv_v1.vf02.account import account, mirror
-from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig
+from openenv_v1.taskset_core import OpenEnvData, TasksetCore, prepare_eval_process
+from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
 from openenv_v1.vf02.null_harness import prepare_null_harness
 from openenv_v1.vf02.simulator.forks import SimulatorForks
 from openenv_v1.vf02.simulator.mcp_clients import share_tls_context
@@ -57,9 +51,7 @@ from openenv_v1.vf02.simulator.slots import (
     default_starting,
 )
 from openenv_v1.vf02.state import OpenEnvState
-from openenv_v1.vf02.user import OpenEnvData, OpenEnvUser
-
-logger = logging.getLogger(__name__)
+from openenv_v1.vf02.user import OpenEnvUser
 
 
 def env_broke(message: str) -> vf.UserError:
@@ -97,18 +89,18 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         error: stops run before every model call, so it surfaces at once."""
         if self.slots is not None:
             self.slots.started(trace)  # it is serving: its start slot can go
-        state = trace.state
+        report = trace.state.account
         self._note_model_turns(trace)
         _publish(trace)
-        if state.error:
-            raise env_broke(state.error)
-        return state.stop_reason == "done"
+        if report.error:
+            raise env_broke(report.error)
+        return report.stop_reason == "done"
 
     @vf.stop
     async def openenv_invalid_actions(self, trace: vf.Trace) -> bool:
         """`max_invalid_actions` invalid actions in a row ended the episode."""
         self._note_model_turns(trace)
-        return trace.state.stop_reason == "invalid_actions"
+        return trace.state.account.stop_reason == "invalid_actions"
 
     def _note_model_turns(self, trace: vf.Trace) -> None:
         """Native tool calling: stamp the model turns so far on the state, and count
@@ -119,12 +111,10 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         if state.tools is None or turns <= state.turn:
             return
         names = {tool["name"] for tool in state.tools}
-        report = account(state)
         for message in trace.assistant_messages[state.turn :]:
             for call in message.tool_calls or ():
                 if call.name not in names or not _is_object(call.arguments):
-                    report.count_invalid(self.config.user.max_invalid_actions)
-        mirror(report, state)
+                    state.account.count_invalid(self.config.user.max_invalid_actions)
         state.turn = turns
 
     async def finalize(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
@@ -138,29 +128,31 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         """The episode's reward (`reward`: sum or last). verifiers 0.2 has no
         unscored reward: an episode the env gave no reward scores 0.0 here, and
         `info.openenv.reward` None and metric `openenv_unscored` 1 say so."""
-        return account(trace.state).final_reward() or 0.0
+        return trace.state.account.final_reward() or 0.0
 
     @vf.metric
     async def openenv_unscored(self, trace: vf.Trace) -> float:
-        return 0.0 if account(trace.state).scored else 1.0
+        return 0.0 if trace.state.account.scored else 1.0
 
     @vf.metric
     async def openenv_rewards_outside_range(self, trace: vf.Trace) -> float:
         """Step rewards outside the range the env's openenv.yaml declares."""
-        return float(trace.state.rewards_outside)
+        return float(trace.state.account.rewards_outside)
 
     @vf.metric
     async def openenv_steps(self, trace: vf.Trace) -> float:
-        return float(trace.state.steps)
+        return float(trace.state.account.steps)
 
     @vf.metric
     async def openenv_invalid_action_count(self, trace: vf.Trace) -> float:
-        return float(trace.state.invalid_actions)
+        return float(trace.state.account.invalid_actions)
 
     @vf.metric
     async def openenv_signals(self, trace: vf.Trace) -> dict[str, float]:
         """The env's named reward signals from its last step, if it reports any."""
-        return {f"openenv_signal_{k}": v for k, v in trace.state.signals.items()}
+        return {
+            f"openenv_signal_{k}": v for k, v in trace.state.account.signals.items()
+        }
 
 
 def _is_object(arguments: str) -> bool:
@@ -173,93 +165,66 @@ def _is_object(arguments: str) -> bool:
 def _publish(trace: vf.Trace) -> None:
     """Mirror the episode account onto the trace, which keeps it even if the rollout
     errors before scoring (the state itself is never serialized)."""
-    report = account(trace.state)
+    report = trace.state.account
     trace.info["openenv"] = report.info()
     trace.info["openenv_timing"] = report.timing()
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
-    """One task per reset. When `config.shares_servers()`, building the taskset starts
-    its `ServerPool`, so the first env server comes up while verifiers is still
+    """One task per reset. Building the taskset settles this process for the eval
+    (`prepare_eval_process`, and one TLS context for verifiers' MCP clients) and
+    builds its `TasksetCore`; when `config.shares_servers()` it starts the
+    `ServerPool`, so the first env server comes up while verifiers is still
     starting; the pool's servers are stopped by `close()` or at process exit. With
     simulators on this host it also picks the socket of its simulator fork server
     (`simulator_forks`), which the first rollout starts."""
 
     def __init__(self, config: OpenEnvConfig) -> None:
-        config.require_target()
         super().__init__(config)
-        route_to_verifiers()
-        # This process holds API keys and the pool's token; its simulators inherit
-        # the env servers' HOME (`server_env`).
-        hide_this_process()
-        use_server_home(config.task.user.server_home)
+        prepare_eval_process(config.task.user.server_home)
         share_tls_context()  # verifiers opens an MCP client per user turn
-        user = config.task.user
-        self.manifest = None
-        if not config.base_url:
-            try:
-                self.manifest = read_manifest(user.provider_kwargs.get("project_path"))
-            except ManifestError as e:
-                raise ValueError(str(e)) from None
-            user = user.with_manifest(self.manifest, "--taskset.task.user.forward-env")
-        secret_env = config.forwarded_values()
-        self.pool: ServerPool | None = None
-        launch = EnvTarget(
-            env=config.env,
-            base_url=config.base_url,
-            use_docker=bool(config.use_docker),
-            provider=None if config.base_url else config.provider,
-            provider_kwargs=user.provider_kwargs,
-            secret_env=secret_env,
-            launch_timeout_s=user.launch_timeout_s,
-            web_ui=user.server_web_ui,
-            cache_max_gb=user.cache_max_gb,
-        )
-        # A launcher that cannot be used (its SDK missing) fails here, not per rollout.
-        try:
-            check_launcher(launch)
-        except EnvFailure as e:
-            raise ValueError(render_settings(str(e), "vf02")) from None
-        # Here rather than in the rollouts: their logs are not kept by verifiers.
-        warn_unknown_reset_kwargs(launch, config.resets or [])
-        self._launch = launch
+        self.core = TasksetCore.build(config, config.task.user, "vf02")
         self.forks: SimulatorForks | None = None
         if config.fork_simulators and config.forks_simulators_here():
             # Forks the fork server from this process now, while it has one thread
             # (before the pool's start); the first rollout hands it its socket.
             self.forks = SimulatorForks.reserve(fork_now=True)
-            user = user.model_copy(
-                update={
-                    "simulator_forks": self.forks.socket_path,
-                    "simulator_forks_token": self.forks.token,
-                }
-            )
-        if config.shares_servers():
-            self.pool = ServerPool(
-                launch,
-                sessions_per_server=config.sessions_per_server,
-                max_servers=config.max_servers,
-                capacity_wait_s=user.capacity_wait_s,
-            )
+        self.pool: ServerPool | None = (
+            self.core.start_pool() if config.shares_servers() else None
+        )
+        self.slots = self._simulator_slots()
+        self._task_config = config.task.model_copy(update={"user": self._user_config()})
+
+    def _user_config(self) -> OpenEnvUserConfig:
+        """What each rollout's user simulator is given: the episode settings with the
+        env's manifest defaults (`TasksetCore.episode`), the pool's endpoint or else
+        the forwarded values, and the fork server's socket."""
+        update: dict[str, object] = {}
+        if self.pool is not None:
             try:  # launches the first server: a bad option fails here
-                pool_url = self.pool.serve_http()
+                update["pool_url"] = self.pool.serve_http()
             except EnvFailure as e:
                 raise ValueError(render_settings(str(e), "vf02")) from None
-            user = user.model_copy(update={"pool_url": pool_url})
-        elif secret_env and not config.base_url:
+        elif self.core.secret_env:
             # The rollout launches its server itself, from a process that may not see
             # these variables (verifiers strips *API_KEY* ones): hand the values over
             # in its config, which only ever travels in the process environment.
-            user = user.model_copy(update={"secret_env": secret_env})
-        self._task_config = config.task.model_copy(update={"user": user})
+            update["secret_env"] = self.core.secret_env
+        if self.forks is not None:
+            update["simulator_forks"] = self.forks.socket_path
+            update["simulator_forks_token"] = self.forks.token
+        user = cast(OpenEnvUserConfig, self.core.episode)
+        return user.model_copy(update=update)
+
+    def _simulator_slots(self) -> SimulatorSlots | None:
+        """The bound on simulators alive and starting, when they run on this host."""
+        config = self.config
+        if not config.gates_simulators():
+            return None
         forked = self.forks is not None
-        self.slots = (
-            SimulatorSlots(
-                config.max_simulators or default_alive(forked),
-                config.simulator_starts or default_starting(forked),
-            )
-            if config.gates_simulators()
-            else None
+        return SimulatorSlots(
+            config.max_simulators or default_alive(forked),
+            config.simulator_starts or default_starting(forked),
         )
 
     def tool_servers(self) -> list[vf.Toolset]:
@@ -286,32 +251,9 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         return url, lambda: self.pool.release(lease) if self.pool else None
 
     def load(self) -> Iterator[OpenEnvTask]:
-        config = self.config
-        source = config.base_url or config.env
         lease = self._lease if self.pool is not None else None
-        try:
-            planned, where = taskset_tasks(config, source, self._launch, lease)
-        except EnvFailure as e:
-            raise ValueError(render_settings(str(e), "vf02")) from None
-        logger.info("%s: %d tasks from %s", source, where.taken, where.kind)
-        for idx, plan in enumerate(planned):
-            task = OpenEnvTask(
-                OpenEnvData(
-                    idx=idx,
-                    name=plan.name,
-                    prompt=None,
-                    env=None if config.base_url else config.env,
-                    base_url=config.base_url,
-                    use_docker=bool(config.use_docker and not config.base_url),
-                    provider=None if config.base_url else config.provider,
-                    reset=plan.reset,
-                    key=plan.key,
-                    seed=plan.seed,
-                    env_task=plan.env_task,
-                    tool_calls=config.tool_calls,
-                ),
-                self._task_config,
-            )
+        for data in self.core.task_data(lease):
+            task = OpenEnvTask(data, self._task_config)
             task.slots = self.slots
             task.forks = self.forks
             yield task

@@ -74,7 +74,7 @@ class OpenEnvTools(vf.Toolset[OpenEnvToolsConfig, OpenEnvState]):
     async def _forward(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         state = self.state
         if not state.tool_desk:
-            reason = state.error or "no env session for this rollout"
+            reason = state.account.error or "no env session for this rollout"
             return error_result(f"The environment failed: {reason}")
         try:
             address = check_desk_address(state.tool_desk)

@@ -1,10 +1,11 @@
 """`OpenEnvUser`: the verifiers user simulator that plays one OpenEnv episode.
 
-verifiers runs it per rollout as `python -m openenv_v1.vf02.user`. `setup_task` launches or
-connects (everything opened is closed by the user's exit stack), reads the action
-contract and resets; `respond` turns each model reply into a step via `EnvEpisode`,
-and each turn it returns into a user message: its text, then its images as
-`image_url` parts (`user_message`).
+verifiers runs it per rollout as `python -m openenv_v1.vf02.user`. `setup_task`
+launches or connects (everything opened is closed by the user's exit stack), reads the
+action contract and resets, through the taskset core both lines share
+(`openenv_v1.taskset_core.open_and_reset`); `respond` turns each model reply into a
+step via `EnvEpisode`, and each turn it returns into a user message: its text, then its
+images as `image_url` parts (`taskset_core.user_message`).
 
 With native tool calling (`tool_calls="native"`) the simulator keeps the session too.
 It leaves the model's tools and its own address on the rollout state before it serves;
@@ -47,17 +48,12 @@ from typing import Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.core import (
-    EnvEpisode,
-    EnvTarget,
-    EpisodeReport,
-    open_episode,
-)
-from openenv_v1.core.episode.report import ToolCalls
+from openenv_v1.core import EnvEpisode, EpisodeReport
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.errors import describe, setup_failure
 from openenv_v1.core.setting_names import render_settings
-from openenv_v1.core.tasks import reset_kwargs
+from openenv_v1.settings import env_target
+from openenv_v1.taskset_core import OpenEnvData, open_and_reset, user_message
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.simulator.forks import simulator_pid
@@ -67,25 +63,6 @@ from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
 logger = logging.getLogger(__name__)
 
 
-class OpenEnvData(vf.TaskData):
-    env: str | None
-    """OpenEnv environment id to launch (None when connecting to `base_url`)."""
-    base_url: str | None
-    use_docker: bool
-    provider: str | None = None
-    """Where a launched server runs (`OpenEnvConfig.provider`); None: UV or Docker."""
-    reset: dict[str, Any]
-    """Keyword arguments for the env's `reset`."""
-    key: str = ""
-    """What the task is (`openenv_v1.core.tasks.task_key`), not its position."""
-    seed: int | None = None
-    """The seed every rollout of the task resets with, when `reset` has none."""
-    env_task: Any = None
-    """The env's own spec of the task (Task API): for the trace, never the model."""
-    tool_calls: ToolCalls = "text"
-    """How the model acts: replies written as text, or native tool calls."""
-
-
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
     async def setup_task(self, task: OpenEnvData) -> None:
         self._episode: EnvEpisode | None = None
@@ -93,33 +70,13 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
         self._failure: str | None = None
         self._desk: ToolDesk | None = None
         config = self.config
-        target = EnvTarget(
-            env=task.env,
-            base_url=task.base_url,
-            use_docker=task.use_docker,
-            provider=task.provider,
-            provider_kwargs=config.provider_kwargs,
-            secret_env=config.secret_env,
-            pool_url=None if task.base_url else config.pool_url,
-            launch_timeout_s=config.launch_timeout_s,
-            connect_timeout_s=config.connect_timeout_s,
-            message_timeout_s=config.message_timeout_s(),
-            web_ui=config.server_web_ui,
-            cache_max_gb=config.cache_max_gb,
+        target = env_target(
+            task, config, secret_env=config.secret_env, pool_url=config.pool_url
         )
         try:
-            episode = await open_episode(
-                target,
-                config.limits(),
-                self._exit_stack,
-                observation_format=config.observation_format,
-                observation_images=config.observation_images,
-                max_observation_chars=config.max_observation_chars,
-                tool_calls=task.tool_calls,
+            self._episode, self._opening = await open_and_reset(
+                target, config, self._exit_stack, task
             )
-            episode.secrets = tuple(target.secret_env.values())
-            self._opening = await episode.reset(reset_kwargs(task.reset, task.seed))
-            self._episode = episode
         except Exception as e:
             failure = setup_failure(target.label, e, target.secret_env.values())
             self._failure = render_settings(failure, "vf02")
@@ -180,12 +137,6 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
                 turn = await self._episode.act(message)
         mirror(report, self.state)
         return [user_message(turn)]
-
-
-def user_message(turn: Turn) -> vf.UserMessage:
-    """The turn as a user message: its text, then its images as data-URL image parts
-    (OpenAI's `image_url` content parts, which verifiers passes to the model as is)."""
-    return vf.UserMessage(content=turn.chat_content())
 
 
 if __name__ == "__main__":

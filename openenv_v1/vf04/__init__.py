@@ -4,17 +4,18 @@ env (played in the eval process) and an in-process chat harness.
     vf-eval openenv-v1 --env.taskset.env openenv/echo-env -m <model>
     vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000 -m <model>
 
-    config.py   OpenEnvConfig: env / base_url / use_docker, resets, limits
-    taskset.py  OpenEnvTaskset: one task per reset
+    config.py   OpenEnvConfig: the shared settings (`openenv_v1.settings`) on 0.4
+    taskset.py  OpenEnvTaskset: one task per reset (`openenv_v1.taskset_core`)
     env.py      OpenEnvEnv: shared servers (start/stop), one episode per rollout
     chat.py     OpenEnvChatHarness: one model call per turn, no program per turn
     native.py   native tool calls: the episode lent to the harness, one step per call
 """
 
+from openenv_v1.taskset_core import OpenEnvData
 from openenv_v1.vf04.chat import OpenEnvChatHarness, OpenEnvChatHarnessConfig
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
 from openenv_v1.vf04.env import OpenEnvEnv, OpenEnvError
-from openenv_v1.vf04.taskset import OpenEnvData, OpenEnvTask, OpenEnvTaskset
+from openenv_v1.vf04.taskset import OpenEnvTask, OpenEnvTaskset
 
 __all__ = [
     "OpenEnvChatHarness",

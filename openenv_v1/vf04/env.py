@@ -1,8 +1,9 @@
 """`OpenEnvEnv`: one OpenEnv episode per rollout, played in the eval process.
 
 verifiers 0.4 has no user simulator: an `Env` drives its agents. This one opens an
-episode with the core (`open_episode`: a shared server's session, a launch of its
-own, or a `base_url` connection), resets, and opens the conversation with the reset
+episode through the taskset core both lines share (`openenv_v1.taskset_core`:
+`open_and_reset` on a shared server's session, a launch of its own, or a `base_url`
+connection), resets, and opens the conversation with the reset
 observation; then each of the player's replies becomes an action and a step, and the
 next observation the next user turn, until the env is `done`, the invalid actions
 run out, or the player stops. The shared servers of a UV launch are started in
@@ -32,16 +33,17 @@ import contextlib
 import anyio
 import verifiers.v1 as vf
 
-from openenv_v1.core import EnvEpisode, EpisodeReport, open_episode
+from openenv_v1.core import EnvEpisode, EpisodeReport
 from openenv_v1.core.episode.turns import Turn
 from openenv_v1.core.errors import EnvFailure, setup_failure
 from openenv_v1.core.launch.pool import LocalLeases, ServerPool
 from openenv_v1.core.setting_names import render_settings
-from openenv_v1.core.tasks import reset_kwargs
-from openenv_v1.logs import route_to_verifiers
+from openenv_v1.settings import env_target
+from openenv_v1.taskset_core import TasksetCore, open_and_reset, user_message
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
 from openenv_v1.vf04.native import lend
+from openenv_v1.vf04.taskset import OpenEnvTaskset
 
 STOP_DONE = "openenv_done"
 STOP_INVALID = "openenv_invalid_actions"
@@ -55,14 +57,13 @@ class OpenEnvError(vf.EnvError):
 class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
     def __init__(self, config: OpenEnvEnvConfig) -> None:
         super().__init__(config)
-        taskset_config = self.taskset.config
-        assert isinstance(taskset_config, OpenEnvConfig)
-        self.openenv: OpenEnvConfig = taskset_config
-        if taskset_config.tool_calls == "native":
+        assert isinstance(self.taskset, OpenEnvTaskset)
+        self.core: TasksetCore = self.taskset.core
+        self.openenv: OpenEnvConfig = self.taskset.config
+        if self.openenv.tool_calls == "native":
             self._require_chat_harness(config)
         self.pool: ServerPool | None = None
         self._leases: LocalLeases | None = None
-        route_to_verifiers()
 
     def _require_chat_harness(self, config: OpenEnvEnvConfig) -> None:
         """Native tool calls run in this package's chat harness; fail at once,
@@ -79,14 +80,8 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
 
     async def start(self) -> None:
         """Launch the shared env servers (UV), if rollouts share them."""
-        config = self.openenv
-        if config.shares_servers():
-            self.pool = ServerPool(
-                config.target(),
-                sessions_per_server=config.sessions_per_server,
-                max_servers=config.max_servers,
-                capacity_wait_s=config.capacity_wait_s,
-            )
+        if self.openenv.shares_servers():
+            self.pool = self.core.start_pool()
             # The first server is launched from the pool's own thread, which owns
             # the servers' parent-death signal; this returns at once. Episodes run
             # in this process, so they lease in process: no socket, no thread.
@@ -102,24 +97,15 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             await anyio.to_thread.run_sync(pool.close)
 
     async def run(self, task: vf.Task, agents: vf.Agents) -> None:
-        config = self.openenv
         data = task.data
-        target = config.target(pool=self._leases)
+        target = env_target(
+            data, self.openenv, secret_env=self.core.secret_env, pool=self._leases
+        )
         async with contextlib.AsyncExitStack() as stack:
             # A failure before the first turn fails the episode at once, before any
             # model call (there is nothing to keep yet).
             try:
-                episode = await open_episode(
-                    target,
-                    config.limits(),
-                    stack,
-                    observation_format=config.observation_format,
-                    observation_images=config.observation_images,
-                    max_observation_chars=config.max_observation_chars,
-                    tool_calls=config.tool_calls,
-                )
-                episode.secrets = tuple(target.secret_env.values())
-                turn = await episode.reset(reset_kwargs(data.reset, data.seed))
+                episode, turn = await open_and_reset(target, self.openenv, stack, data)
             except Exception as e:
                 failure = setup_failure(target.label, e, target.secret_env.values())
                 raise OpenEnvError(render_settings(failure, "vf04")) from None
@@ -145,7 +131,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
         out, the player's run ends, or the env fails."""
         report: EpisodeReport = episode.report
         while not report.done:
-            segment = await interaction.turn(user_message(turn))
+            segment = await interaction.turn([user_message(turn)])
             if segment.terminated:
                 return  # a turn limit or the player's own stop ended the run
             finish = last_finish_reason(interaction.trace)
@@ -188,12 +174,6 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
         info["error"] = report.error
     trace.info["openenv"] = info
     trace.info["openenv_timing"] = report.timing()
-
-
-def user_message(turn: Turn) -> list[vf.UserMessage]:
-    """The turn as one user message: its text, then its images as data-URL image
-    parts."""
-    return [vf.UserMessage(content=turn.chat_content())]
 
 
 __all__ = ["OpenEnvEnv", "OpenEnvError"]

@@ -1,0 +1,207 @@
+"""The taskset core both verifiers bindings compose: what an OpenEnv taskset builds
+from its settings, written once for either line; each binding maps it onto verifiers
+(0.2 hands the target's parts to its user simulators, 0.4 plays the episodes in the
+eval process).
+
+    prepare_eval_process(episode.server_home)   # the process-wide settings, by name
+    core = TasksetCore.build(config, episode, "vf04")   # messages spelled for 0.4
+    pool = core.start_pool() if config.shares_servers() else None
+    tasks = [Task(data, ...) for data in core.task_data()]   # one OpenEnvData each
+    episode, opening = await open_and_reset(core.target, episode_settings, stack, data)
+
+`TasksetCore.build` checks the settings (an env is named, the env folder's
+`openenv.yaml` is valid and its credentials are forwarded), applies that manifest's
+defaults to the episode settings, reads the forwarded values, builds the `EnvTarget`
+(`openenv_v1.settings.env_target`), fails at once for a launcher that cannot be used
+(its SDK missing) rather than per rollout, and warns once of reset kwargs the env does
+not take.
+
+verifiers is imported only for the two types its lines define alike (`vf.TaskData`,
+`vf.UserMessage`); the OpenEnv side is `openenv_v1.core`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import verifiers.v1 as vf
+
+from openenv_v1.core.episode.env_episode import (
+    open_episode,
+    warn_unknown_reset_kwargs,
+)
+from openenv_v1.core.episode.report import ToolCalls
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.launch.plan import check_launcher
+from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
+from openenv_v1.core.manifest import ManifestError, read_manifest
+from openenv_v1.core.setting_names import Surface, render_settings, spelling
+from openenv_v1.core.tasks import reset_kwargs, taskset_tasks
+from openenv_v1.logs import route_to_verifiers
+from openenv_v1.settings import (
+    EpisodeSettings,
+    TasksetSettings,
+    env_target,
+    forwarded_values,
+)
+
+if TYPE_CHECKING:
+    from openenv_v1.core.episode.env_episode import EnvEpisode
+    from openenv_v1.core.episode.turns import Turn
+    from openenv_v1.core.launch.pool import ServerPool
+
+logger = logging.getLogger(__name__)
+
+
+class OpenEnvData(vf.TaskData):
+    env: str | None
+    """OpenEnv environment id to launch (None when connecting to `base_url`)."""
+    base_url: str | None
+    use_docker: bool
+    provider: str | None = None
+    """Where a launched server runs (`OpenEnvConfig.provider`); None: UV or Docker."""
+    reset: dict[str, Any]
+    """Keyword arguments for the env's `reset`."""
+    key: str = ""
+    """What the task is (`openenv_v1.core.tasks.task_key`), not its position."""
+    seed: int | None = None
+    """The seed every rollout of the task resets with, when `reset` has none."""
+    env_task: Any = None
+    """The env's own spec of the task (Task API): for the trace, never the model."""
+    tool_calls: ToolCalls = "text"
+    """How the model acts: replies written as text, or native tool calls."""
+
+
+def prepare_eval_process(server_home: str | None) -> None:
+    """Settle what is process-wide in a process that builds an OpenEnv taskset (each
+    binding's taskset calls it, by name, when it is built): `openenv_v1.*` logs go
+    where verifiers sends its own (`logs.route_to_verifiers`); the process becomes
+    unreadable to other processes of its user, env servers included, as it holds API
+    keys, the pool's token and the episodes' accounts
+    (`server_env.hide_this_process`); and the HOME of the UV servers it and the
+    processes it starts launch is settled (`server_env.use_server_home`)."""
+    route_to_verifiers()
+    hide_this_process()
+    use_server_home(server_home)
+
+
+@dataclass(frozen=True)
+class TasksetCore:
+    """What a taskset builds from its settings once per process (`build`)."""
+
+    settings: TasksetSettings
+    episode: EpisodeSettings
+    """The episode settings, with the defaults the env's `openenv.yaml` declares."""
+    target: EnvTarget
+    """Where the env comes from, without a pool (a taskset's own use: the launcher
+    check, the task listing, the pool's launches)."""
+    secret_env: dict[str, str] = field(repr=False)
+    """The values of `forward_env` (none with `base_url`)."""
+    surface: Surface
+    """The line the taskset is on: how its messages spell the settings."""
+
+    @classmethod
+    def build(
+        cls, settings: TasksetSettings, episode: EpisodeSettings, surface: Surface
+    ) -> TasksetCore:
+        """Check `settings` and `episode` and build the core; every problem is a
+        `ValueError` naming the setting as `surface` spells it."""
+        forward_flag = spelling("forward_env", surface)
+        settings.require_target(getattr(settings, "id", None))
+        secret_env: dict[str, str] = {}
+        if not settings.base_url:
+            try:
+                manifest = read_manifest(episode.provider_kwargs.get("project_path"))
+            except ManifestError as e:
+                raise ValueError(str(e)) from None
+            episode = episode.with_manifest(manifest, forward_flag)
+            secret_env = forwarded_values(episode.forward_env, forward_flag)
+        target = env_target(settings, episode, secret_env=secret_env)
+        try:
+            check_launcher(target)
+        except EnvFailure as e:
+            raise ValueError(render_settings(str(e), surface)) from None
+        # Here rather than in the rollouts: unknown reset keys only warn, once.
+        warn_unknown_reset_kwargs(target, settings.resets or [])
+        return cls(settings, episode, target, secret_env, surface)
+
+    def start_pool(self) -> ServerPool:
+        """Start the shared servers' pool (its first server comes up in the pool's
+        own thread); the caller closes it."""
+        from openenv_v1.core.launch.pool import ServerPool
+
+        return ServerPool(
+            self.target,
+            sessions_per_server=self.settings.sessions_per_server,
+            max_servers=self.settings.max_servers,
+            capacity_wait_s=self.episode.capacity_wait_s,
+        )
+
+    def task_data(
+        self, lease: Callable[[], tuple[str, Callable[[], None]]] | None = None
+    ) -> Iterator[OpenEnvData]:
+        """The data of each task (`openenv_v1.core.tasks.taskset_tasks`); the env's
+        own tasks are listed on a shared server from `lease` when given."""
+        settings = self.settings
+        source = settings.base_url or settings.env
+        try:
+            planned, where = taskset_tasks(settings, source, self.target, lease)
+        except EnvFailure as e:
+            raise ValueError(render_settings(str(e), self.surface)) from None
+        logger.info("%s: %d tasks from %s", source, where.taken, where.kind)
+        for idx, plan in enumerate(planned):
+            yield OpenEnvData(
+                idx=idx,
+                name=plan.name,
+                prompt=None,
+                env=self.target.env,
+                base_url=self.target.base_url,
+                use_docker=self.target.use_docker,
+                provider=self.target.provider,
+                reset=plan.reset,
+                key=plan.key,
+                seed=plan.seed,
+                env_task=plan.env_task,
+                tool_calls=settings.tool_calls,
+            )
+
+
+async def open_and_reset(
+    target: EnvTarget,
+    settings: EpisodeSettings,
+    stack: contextlib.AsyncExitStack,
+    data: OpenEnvData,
+) -> tuple[EnvEpisode, Turn]:
+    """Open the episode of task `data` on `target` (closed by `stack`; it redacts
+    the target's forwarded values) and reset it: the episode and its opening turn.
+    Raises whatever failed; the binding says so in its own terms."""
+    episode = await open_episode(
+        target,
+        settings.limits(),
+        stack,
+        observation_format=settings.observation_format,
+        observation_images=settings.observation_images,
+        max_observation_chars=settings.max_observation_chars,
+        tool_calls=data.tool_calls,
+    )
+    return episode, await episode.reset(reset_kwargs(data.reset, data.seed))
+
+
+def user_message(turn: Turn) -> vf.UserMessage:
+    """The turn as a user message: its text, then its images as data-URL image parts
+    (OpenAI's `image_url` content parts, which verifiers passes to the model as is)."""
+    return vf.UserMessage(content=turn.chat_content())
+
+
+__all__ = [
+    "OpenEnvData",
+    "TasksetCore",
+    "open_and_reset",
+    "prepare_eval_process",
+    "user_message",
+]
