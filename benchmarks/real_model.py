@@ -20,7 +20,15 @@ For each: episodes solved (reward >= 1), episodes that ended with an error, mode
 turns, invalid actions per turn (ours: replies the adapter refused and answered
 with feedback; the built-ins have no such notion: a reply the env refuses fails the
 rollout, one it takes is stepped as is), and seconds per turn: the model call's own
-time (from the trace) and the eval's wall time over all its turns. The 0.4 legs run
+time (from the trace) and the eval's wall time over all its turns.
+
+For this taskset's legs (`ours`, `vf04`) also the adapter's share of a turn: from a
+model reply received to the next model request sent (the trace's call spans), less
+the env's steps answered in between (`info.openenv_timing.step_end` and `step_s`),
+per turn, beside the model's own time per turn and as a ratio of it. It holds all
+that is neither the model nor the env: the reply read as an action, the next turn
+rendered, and the framework's own hops (on 0.2 the harness's MCP call to the user
+simulator and back). The 0.4 legs run
 in a second environment of this project (`.venv-vf04`, synced from `uv.lock` with
 `--extra vf04` when missing).
 """
@@ -57,6 +65,9 @@ class Leg:
     invalid: int | None = 0
     model_s: float = 0.0
     wall_s: float = 0.0
+    between_s: float | None = None
+    """The adapter's share: reply received to next request sent, less env steps."""
+    gaps: int = 0
 
     def row(self) -> str:
         invalid = (
@@ -66,10 +77,39 @@ class Leg:
         )
         per_model = self.model_s / max(1, self.turns)
         per_wall = self.wall_s / max(1, self.turns)
+        if self.between_s is None or not self.gaps:
+            share = "n/a | n/a"
+        else:
+            per_gap = self.between_s / self.gaps
+            share = f"{per_gap * 1000:.1f} | {per_gap / max(per_model, 1e-9):.2%}"
         return (
             f"| {self.name} | {self.solved}/{self.episodes} | {self.errored}/{self.episodes} "
-            f"| {self.turns} | {invalid} | {per_model:.2f} | {per_wall:.2f} |"
+            f"| {self.turns} | {invalid} | {per_model:.2f} | {per_wall:.2f} | {share} |"
         )
+
+
+def between_turns(trace: dict) -> tuple[float, int] | None:
+    """The adapter's time between the model calls of one trace, summed, and how many
+    gaps it covers: each gap from a call's end to the next call's start, less the
+    env steps answered inside it (`openenv_timing`: `step_end`, the wall time each
+    step's answer arrived, and `step_s`, how long it took). None without timings."""
+    timing = (trace.get("info") or {}).get("openenv_timing") or {}
+    ends, durations = timing.get("step_end"), timing.get("step_s")
+    if ends is None or durations is None:
+        return None
+    spans = [c.get("time") or {} for c in trace.get("calls") or ()]
+    spans = sorted(
+        (s["start"], s["end"]) for s in spans if s.get("start") and s.get("end")
+    )
+    total = 0.0
+    for (_, reply_at), (next_at, _) in zip(spans, spans[1:], strict=False):
+        stepping = sum(
+            d
+            for end, d in zip(ends, durations, strict=False)
+            if reply_at < end <= next_at
+        )
+        total += max(0.0, next_at - reply_at - stepping)
+    return total, max(0, len(spans) - 1)
 
 
 def config_text(taskset: str, seeds: list[int], vf04: bool) -> str:
@@ -132,6 +172,9 @@ def run_leg(name: str, url: str, seeds: list[int], max_turns: int) -> Leg:
             span = call.get("time") or {}
             if span.get("end") and span.get("start"):
                 leg.model_s += span["end"] - span["start"]
+        if not builtin and (between := between_turns(trace)) is not None:
+            leg.between_s = (leg.between_s or 0.0) + between[0]
+            leg.gaps += between[1]
     return leg
 
 
@@ -174,9 +217,10 @@ def main() -> None:
         f"max {args.max_turns} turns, -c 1\n"
     )
     print(
-        "| leg | solved | errored | turns | invalid / turn | model s / turn | wall s / turn |"
+        "| leg | solved | errored | turns | invalid / turn | model s / turn "
+        "| wall s / turn | adapter ms / turn | adapter / model |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for leg in legs:
         print(leg.row())
 

@@ -415,3 +415,19 @@ def wordle_uv_eval_command(policy_url: str, resets: str, *extra: str) -> list[st
         "--no-rich",
         *model_flags(policy_url),
     ]
+
+
+def assert_steps_between_model_calls(trace: dict) -> None:
+    """Each step the episode took is timed on the trace (`openenv_timing`), and its
+    answer arrived after the model reply it played and before the next request:
+    what `benchmarks/real_model.py` takes out of the time between two model calls."""
+    timing = trace["info"]["openenv_timing"]
+    ends = timing["step_end"]
+    assert len(ends) == len(timing["step_s"]) == trace["metrics"]["openenv_steps"]
+    calls = sorted((c["time"]["start"], c["time"]["end"]) for c in trace["calls"])
+    assert ends == sorted(ends)
+    for end in ends:
+        before = [c for c in calls if c[1] < end]
+        assert before, f"a step answered at {end} before any model reply"
+        later = [c for c in calls if c[0] > before[-1][1]]
+        assert not later or end <= later[0][0]

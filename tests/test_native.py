@@ -22,6 +22,7 @@ from tests.servers import (
     NULL_HARNESS,
     assert_only_act_calls,
     assert_out_of_invalid_actions,
+    assert_steps_between_model_calls,
     free_port,
     model_flags,
     policy_server,
@@ -258,6 +259,7 @@ def test_wordle_plays_through_its_act_tool_on_a_shared_server(tmp_path):
         assert trace["errors"] == [], trace["errors"]
         assert trace["stop_condition"] == "openenv_done"
         assert trace["rewards"]["openenv_reward"] == 1.0
+        assert_steps_between_model_calls(trace)
     assert_only_act_calls(recorded_requests(record))
     assert wordle_uv_servers() == []
 

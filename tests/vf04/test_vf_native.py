@@ -10,6 +10,7 @@ from tests.servers import (
     TEST_ENVS,
     assert_only_act_calls,
     assert_out_of_invalid_actions,
+    assert_steps_between_model_calls,
     free_port,
     model_flags,
     policy_server,
@@ -91,6 +92,7 @@ def test_wordle_plays_through_its_act_tool_on_a_shared_uv_server(tmp_path):
         assert trace["errors"] == [], trace["errors"]
         assert trace["stop_condition"] == "openenv_done"
         assert trace["rewards"]["openenv_reward"]["score"] == 1.0
+        assert_steps_between_model_calls(trace)
     bodies = recorded_requests(record)
     assert all([t["function"]["name"] for t in b["tools"]] == ["act"] for b in bodies)
     assert_only_act_calls(bodies)

@@ -8,6 +8,7 @@ shows it (`info`, `timing`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,6 +61,9 @@ class EpisodeReport:
     """Wall seconds the reset took, as the client saw it (request and server work)."""
     step_s: list[float] = field(default_factory=list)
     """Wall seconds of each answered step, in order, as the client saw them."""
+    step_end: list[float] = field(default_factory=list)
+    """When each answered step's answer arrived (Unix time, as verifiers stamps its
+    model calls): which steps fell between two model calls."""
     step_rewards: list[float | None] = field(default_factory=list)
     """Each answered step's reward as the env gave it (None: it gave none)."""
     reward_mode: RewardMode = "sum"
@@ -104,6 +108,7 @@ class EpisodeReport:
         """Account one answered step's (validated) frame, which took `seconds`; a
         reward outside `reward_range` (the env's declared one) is counted."""
         self.step_s.append(seconds)
+        self.step_end.append(time.time())
         self.steps += 1
         self.step_rewards.append(frame.reward)
         if (
@@ -144,10 +149,12 @@ class EpisodeReport:
 
     def timing(self) -> dict[str, Any]:
         """How long the env took, as the trace's `info["openenv_timing"]` shows it:
-        `reset_s` and each step's `step_s`, in milliseconds' precision."""
+        `reset_s` and each step's `step_s`, in milliseconds' precision, and when each
+        step's answer arrived (`step_end`, Unix time)."""
         return {
             "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
             "step_s": [round(t, 4) for t in self.step_s],
+            "step_end": [round(t, 4) for t in self.step_end],
         }
 
     def count_invalid(self, limit: int) -> int:
