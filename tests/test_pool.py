@@ -191,6 +191,35 @@ async def test_a_server_lost_before_the_first_turn_costs_no_episode_and_one_lost
     assert wordle_uv_servers() == []
 
 
+async def test_a_pool_that_lost_every_server_grows_back_at_the_limit_it_learned():
+    target = wordle_target(WORDLE_MAX_SESSIONS="2")
+    with pool_of(target) as (pool, url):
+        async with contextlib.AsyncExitStack() as stack:
+            opened = [
+                open_episode(leased(target, url), EpisodeLimits(), stack)
+                for _ in range(3)
+            ]
+            await asyncio.gather(*opened)
+            assert pool.launched() == 2  # the limit of 2 was learned on a refusal
+        kill_wordle_servers()
+        await asyncio.sleep(0.5)  # past the pool's reaping interval
+        waiting = [
+            asyncio.create_task(asyncio.to_thread(pool.lease, os.getpid()))
+            for _ in "abcd"
+        ]
+        # The dead servers are dropped and one replacement starts; the leases wait
+        # for it, and it is killed while it starts: no server is left.
+        assert await asyncio.to_thread(wait_until, wordle_uv_servers, 60)
+        await asyncio.sleep(0.5)
+        kill_wordle_servers()
+        # Four leases waiting: two servers at the learned limit, not four.
+        leases = await asyncio.gather(*waiting)
+        assert pool.launched() == 2
+        for lease, _ in leases:
+            pool.release(lease)
+    assert wordle_uv_servers() == []
+
+
 @pytest.mark.parametrize(
     "fault",
     [

@@ -214,7 +214,9 @@ class EnvSession:
         )
         self._held.lost = True
         session, self._session = self._session, None
-        await session.aclose()
+        # Closing a socket the server dropped may raise; the lease goes back anyway.
+        with contextlib.suppress(Exception):
+            await session.aclose()
         return True
 
 
