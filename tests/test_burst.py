@@ -85,8 +85,8 @@ async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
 
 
 # A lost server at scale: episodes played with a model's think time between turns,
-# while servers are SIGKILLed early (the pool still starting: one up and holding
-# sessions, one starting) and later (every server up and full).
+# while servers are SIGKILLed early (the first episodes at their first turn, the pool
+# still growing; then one starting) and later (every server up, one nearly full).
 LOST_EPISODES = 192
 LOST_IN_FLIGHT = 64
 LOST_SESSIONS = 24
@@ -116,6 +116,8 @@ class Kill:
     at: float
     held: set[int] = field(default_factory=set)
     """Episodes with a session on it then, past their first model turn."""
+    group: int | None = None
+    """Its process group."""
 
 
 async def play_with_think_time(
@@ -170,29 +172,34 @@ def kill_busiest(pool: ServerPool, played: list[Played]) -> Kill:
     now, held = time.monotonic(), holding(up, played)
     url = max(held, key=lambda u: len(held[u]))
     kill_group(up[url])
-    return Kill(url, now, held[url])
+    return Kill(url, now, held[url], up[url])
 
 
 async def kill_early_and_late(pool: ServerPool, played: list[Played]) -> list[Kill]:
-    """Early: once one server is up and holds sessions while others start, it and a
-    starting one are killed. Later: once every server is up and nearly full, the
+    """Early: once the first episodes reached their first turn (the pool still
+    growing), the busiest server is killed, and then one starting (its replacement,
+    or one of the wave). Later: once every server is up and one nearly full, the
     busiest is."""
 
-    def early() -> bool:
-        up = pool.servers()
-        return pool.launched() > len(up) and any(holding(up, played).values())
+    def first_turns() -> bool:
+        return any(holding(pool.servers(), played).values())
 
     def full() -> bool:
         up = pool.servers()
         busiest = max(map(len, holding(up, played).values()), default=0)
         return pool.launched() == len(up) and busiest >= LOST_SESSIONS // 2
 
-    assert await wait_for(early), "the pool never had a server up and one starting"
+    def one_starting() -> bool:
+        _, starting = server_groups(pool)
+        return any(group not in killed for group in starting)
+
+    assert await wait_for(first_turns), "no episode reached its first turn"
     kills = [kill_busiest(pool, played)]
+    killed = {kills[0].group}
+    assert await wait_for(one_starting), "no server started after the first kill"
     _, starting = server_groups(pool)
-    if starting:
-        kill_group(starting[0])
-        kills.append(Kill(None, time.monotonic()))
+    kill_group(next(group for group in starting if group not in killed))
+    kills.append(Kill(None, time.monotonic()))
     await asyncio.sleep(1.0)
     assert await wait_for(full), "the pool never came back up and full"
     kills.append(kill_busiest(pool, played))
