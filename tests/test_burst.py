@@ -48,17 +48,22 @@ async def play(
         return episode.report.reward, episode.client.base_url
 
 
-@pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
-async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
-    target = EnvTarget(
+def wordle_target(sessions: int) -> EnvTarget:
+    """The local Wordle env launched by the pool, each server `sessions` at most."""
+    return EnvTarget(
         env="local/wordle",
         provider_kwargs={
             "project_path": str(WORDLE_PROJECT),
             "app": WORDLE_APP,
-            "env_vars": {"WORDLE_MAX_SESSIONS": str(SESSIONS_PER_SERVER)},
+            "env_vars": {"WORDLE_MAX_SESSIONS": str(sessions)},
         },
         launch_timeout_s=120,
     )
+
+
+@pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
+async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
+    target = wordle_target(SESSIONS_PER_SERVER)
     pool = ServerPool(target)
     try:
         if leases == "in_process":
@@ -244,15 +249,7 @@ def lost_to(kills: list[Kill], played: list[Played]) -> dict[str, set[int]]:
 
 @pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
 async def test_a_killed_server_costs_only_the_sessions_it_held(leases):
-    target = EnvTarget(
-        env="local/wordle",
-        provider_kwargs={
-            "project_path": str(WORDLE_PROJECT),
-            "app": WORDLE_APP,
-            "env_vars": {"WORDLE_MAX_SESSIONS": str(LOST_SESSIONS)},
-        },
-        launch_timeout_s=120,
-    )
+    target = wordle_target(LOST_SESSIONS)
     pool = ServerPool(target, sessions_per_server=LOST_SESSIONS)
     try:
         if leases == "in_process":
