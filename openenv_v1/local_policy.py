@@ -154,6 +154,44 @@ def tool_calls(reply: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def completion(mode: str, body: dict[str, Any], reply: str) -> dict[str, Any]:
+    """The chat completion answering request `body` with `reply`: as tool calls when
+    the request carries tools (see the module docstring), cut off (`length`) where
+    `mode` says, with `usage` estimated from the characters."""
+    messages = body.get("messages") or []
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    finish = "length" if mode == "reasoning" and turn < 2 else "stop"
+    calls = (
+        [] if mode == "tool-call-text" else tool_calls(reply, body.get("tools") or [])
+    )
+    message: dict[str, Any] = {"role": "assistant", "content": reply}
+    if mode == "reasoning":
+        # As vLLM's reasoning parser returns it: its own field, never the action.
+        message["reasoning_content"] = '{"message": "[fuzzy]"} [fuzzy]'
+    if calls:
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+    prompt_chars = sum(len(_text(m.get("content"))) for m in messages)
+    usage = {
+        "prompt_tokens": prompt_chars // 4 + 1,
+        "completion_tokens": len(reply) // 4 + 1,
+    }
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "local-policy"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else finish,
+            }
+        ],
+        "usage": usage,
+    }
+
+
 def create_app(
     mode: str,
     delay: float = 0.0,
@@ -178,41 +216,7 @@ def create_app(
         if mode == "slow":
             await asyncio.sleep(delay)
         reply = make_reply(mode, messages, script or [])
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        finish = "length" if mode == "reasoning" and turn < 2 else "stop"
-        calls = (
-            []
-            if mode == "tool-call-text"
-            else tool_calls(reply, body.get("tools") or [])
-        )
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
-        if mode == "reasoning":
-            # As vLLM's reasoning parser returns it: its own field, never the action.
-            message["reasoning_content"] = '{"message": "[fuzzy]"} [fuzzy]'
-        if calls:
-            message = {"role": "assistant", "content": None, "tool_calls": calls}
-        prompt_chars = sum(len(_text(m.get("content"))) for m in messages)
-        usage = {
-            "prompt_tokens": prompt_chars // 4 + 1,
-            "completion_tokens": len(reply) // 4 + 1,
-        }
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        return JSONResponse(
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "local-policy"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if calls else finish,
-                    }
-                ],
-                "usage": usage,
-            }
-        )
+        return JSONResponse(completion(mode, body, reply))
 
     async def models(_: Request) -> JSONResponse:
         return JSONResponse(
