@@ -141,11 +141,12 @@ def test_env_tasks_run_without_resets_named_keyed_seeded_and_hidden_from_the_mod
         assert question and nonce, text
         nonces[question.group()].add(nonce.group(1))
     assert len(nonces) == 3 and all(len(n) == 1 for n in nonces.values()), nonces
-    # The spec's id and answer never reach the model.
+    # The spec's id and answer never reach the model (the answer as a number of its
+    # own: the nonces are random 9-digit numbers, which may hold its digits).
     sent = "\n".join(json.dumps(r["messages"]) for r in requests)
     for index in (10, 11, 12):
         assert f"test-{index}" not in sent
-        assert str(index + 1 + 1000) not in sent
+        assert not re.search(rf"(?<!\d){index + 1 + 1000}(?!\d)", sent)
 
 
 def test_manifest_budget_range_credentials_and_pooled_listing_take_effect(tmp_path):
