@@ -9,10 +9,12 @@ line's binding leases (`vf04`: in process; `vf02`: over the pool's loopback endp
 while one live server, the one holding the most episodes past their first model
 turn, is SIGKILLed (its whole process group) every `--every` seconds, `--kills`
 times. The episodes and their kill schedule are tests/test_burst.py's
-(`test_a_killed_server_costs_only_the_sessions_it_held`), at a size of one's
-choosing. Prints, per kill, the sessions the server held and the episodes it cost;
-then the episodes that failed before their first model turn (the goal: none) and the
-run's totals.
+(`test_a_killed_server_costs_no_episode`), at a size of one's choosing. Prints, per
+kill, the sessions the server held and the episodes it cost; then the episodes that
+failed before their first model turn (the goal: none), the episodes resumed by
+replay and what the resumes cost (steps replayed, seconds) beside the model time
+they saved, and the run's totals. `--no-resume` turns resuming off
+(`EpisodeLimits.resume`), for the cost of a kill without it.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from openenv_v1.core import EnvTarget
+from openenv_v1.core import EnvTarget, EpisodeLimits
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.wordle_solver import _words
 from tests.servers import WORDLE_APP, WORDLE_PROJECT
 from tests.test_burst import (
     BEFORE_FIRST_TURN,
+    THINK_S,
     Kill,
     Played,
     holding,
@@ -63,13 +66,14 @@ async def run(args: argparse.Namespace) -> None:
         else:
             rollout = EnvTarget(env=target.env, pool_url=pool.serve_http())
         words = list(_words()[0])
+        limits = EpisodeLimits(resume=not args.no_resume)
         played = [Played() for _ in range(args.episodes)]
         gate = asyncio.Semaphore(args.in_flight)
 
         async def one(i: int) -> None:
             async with gate:
                 word, decoy = words[i % len(words)], words[(i + 1) % len(words)]
-                await play_with_think_time(rollout, word, decoy, played[i])
+                await play_with_think_time(rollout, word, decoy, played[i], limits)
 
         started, kills = time.monotonic(), []
         killer = asyncio.create_task(
@@ -102,6 +106,15 @@ def print_report(
         if p.error and i not in counted and p not in early
     ]
     elsewhere = len(early) + len(others)
+    resumes = [r for p in played for r in p.resumes]
+    replayed = sum(r["replayed_steps"] for r in resumes)
+    seconds = sum(r["seconds"] for r in resumes)
+    print(
+        f"resumed: {sum(1 for p in played if p.resumes)} episodes, {len(resumes)} "
+        f"resumes, {replayed} steps replayed in {seconds:.1f}s (mean "
+        f"{seconds / max(1, len(resumes)):.2f}s a resume); model time not spent "
+        f"again: {replayed * THINK_S:.1f}s ({THINK_S}s a turn)"
+    )
     print(
         f"{len(played)} episodes in {wall:.1f}s ({len(played) / wall:.1f}/s), "
         f"{servers} servers at the end: {len(failed)} failed ({len(early)} before "
@@ -120,6 +133,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=8.0)
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--line", choices=["vf04", "vf02"], default="vf04")
+    parser.add_argument("--no-resume", action="store_true")
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(run(parser.parse_args()))
 

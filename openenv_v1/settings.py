@@ -186,6 +186,14 @@ class EpisodeSettings(BaseModel):
     """Wall seconds an episode may run from its reset; past it no more steps are
     taken and the rollout fails, naming the budget. Unset: the env folder's
     openenv.yaml `validation.resources.episode_timeout_s`, else no budget."""
+    resume_lost_sessions: bool = True
+    """Resume an episode whose env session is lost after its first model turn (its
+    server, container or node gone, the connection closed): a fresh session, on a
+    live server, is reset with the same kwargs and sent the same actions, and the
+    episode goes on only if every answer equals what it saw (reward, done and
+    observation, less id fields); else it ends naming where the replay diverged. At
+    most 3 resumes per episode, counted in metric `openenv_resumed`. Off: the loss
+    ends the episode. A slow step on a live server is never resent."""
     reward_range: tuple[float, float] | None = None
     """Set by the taskset from openenv.yaml's `validation.reward.range`, not by hand:
     step rewards outside it are counted (`openenv_rewards_outside_range`)."""
@@ -248,6 +256,7 @@ class EpisodeSettings(BaseModel):
             reward=self.reward,
             reward_range=self.reward_range,
             reasoning_delimiters=tuple(tuple(p) for p in self.reasoning_delimiters),
+            resume=self.resume_lost_sessions,
         )
 
 

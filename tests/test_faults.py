@@ -77,6 +77,7 @@ from openenv_v1.core import (
 )
 from openenv_v1.core.episode import env_episode as episode_module
 from openenv_v1.core.episode.env_source import read_reset_params
+from openenv_v1.core.launch import target as target_module
 from openenv_v1.core.launch import uv as uv_launch
 from openenv_v1.core.launch.target import open_env
 from tests.servers import (
@@ -294,7 +295,7 @@ async def test_unknown_reset_kwarg_is_warned_once_per_key(
         # target's project_path, as for a real UV launch, and talks to a real server.
         return await open_env(EnvTarget(base_url=faulty_url), stack)
 
-    monkeypatch.setattr(episode_module, "open_env", connect_instead_of_launching)
+    monkeypatch.setattr(target_module, "open_env", connect_instead_of_launching)
     uv_target = EnvTarget(
         env="local/faulty",
         provider_kwargs={"project_path": str(FAULTY_DIR), "app": "faulty_env:app"},
@@ -504,19 +505,27 @@ async def test_an_mcp_list_tools_step_that_never_answers_fails_within_the_step_t
 
 async def test_restarted_server_is_not_silently_rejoined():
     """A server killed between turns and back on the same port: OpenEnv's client would
-    reconnect to a fresh env and carry on; the episode ends instead."""
+    reconnect to a fresh env and carry on, its state lost. With resume off the
+    episode ends; on, the fresh session is replayed to where the old one was, checked,
+    and the episode goes on."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = start_faulty(port, 8)
     try:
-        async with episode_at(url) as episode:
-            await episode.reset({"difficulty": "hard"})
-            await episode.act(move("score", 2))
-            await episode.act(move("score", 3))
-            proc.kill()
-            proc.wait(10)
-            proc = await asyncio.to_thread(start_faulty, port, 8)
-            text = (await episode.act(move("score", 4))).text
+        for resume in (False, True):
+            async with episode_at(url, resume=resume) as episode:
+                await episode.reset({"difficulty": "hard"})
+                await episode.act(move("score", 2))
+                await episode.act(move("score", 3))
+                proc.kill()
+                proc.wait(10)
+                proc = await asyncio.to_thread(start_faulty, port, 8)
+                text = (await episode.act(move("score", 4))).text
+            if resume:
+                report = episode.report
+                assert (report.error, report.reward, report.steps) == (None, 9.0, 3)
+                assert [r["replayed_steps"] for r in report.resumes] == [2]
+                continue
             report = episode.report
             assert report.error == (
                 f"{url}: the env server closed the session (it stopped, restarted or "
@@ -547,7 +556,12 @@ def test_server_killed_mid_step_keeps_reward_and_steps_on_the_trace(tmp_path):
     (trace,) = traces
     (error,) = trace["errors"]
     assert error["type"] == "UserError"
-    assert error["message"].startswith(f"{url}: step failed: ConnectionClosed")
+    # The server is gone for good: resuming (on by default) finds nothing to
+    # connect to, and says so after the step's own cause.
+    assert error["message"].startswith(
+        f"{url}: the env server was lost (ConnectionClosed"
+    ), error["message"]
+    assert "and resuming on a fresh session failed" in error["message"]
     assert error["message"].endswith("(after 2 steps)")
     account = trace["info"]["openenv"]
     assert (account["reward"], account["steps"]) == (5.0, 2)

@@ -166,10 +166,12 @@ def kill_wordle_servers() -> set[int]:
 
 
 async def test_a_server_lost_before_the_first_turn_costs_no_episode_and_one_lost_later_ends_it_named():
+    """With resume off (tests/test_resume.py: on, the later loss is resumed)."""
     target = wordle_target()
     with pool_of(target, max_servers=1) as (pool, url):
         async with contextlib.AsyncExitStack() as stack:
-            episode = await open_episode(leased(target, url), EpisodeLimits(), stack)
+            limits = EpisodeLimits(resume=False)
+            episode = await open_episode(leased(target, url), limits, stack)
             lost = episode.client.base_url
             killed = kill_wordle_servers()
             # The reset finds the server gone: no model turn was spent, so the

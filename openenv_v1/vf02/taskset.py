@@ -148,6 +148,12 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         return float(trace.state.account.invalid_actions)
 
     @vf.metric
+    async def openenv_resumed(self, trace: vf.Trace) -> float:
+        """Times the episode resumed by replay on a fresh session, its own lost
+        (`resume_lost_sessions`; `info.openenv.resumes` says where and what each cost)."""
+        return float(len(trace.state.account.resumes))
+
+    @vf.metric
     async def openenv_signals(self, trace: vf.Trace) -> dict[str, float]:
         """The env's named reward signals from its last step, if it reports any."""
         return {

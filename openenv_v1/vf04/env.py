@@ -167,6 +167,7 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
     trace.record_metric("openenv_rewards_outside_range", report.rewards_outside)
     trace.record_metric("openenv_steps", report.steps)
     trace.record_metric("openenv_invalid_action_count", report.invalid_actions)
+    trace.record_metric("openenv_resumed", len(report.resumes))
     for name, value in report.signals.items():
         trace.record_metric(f"openenv_signal_{name}", value)
     info = report.info()

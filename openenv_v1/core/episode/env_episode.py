@@ -17,15 +17,21 @@
 - the step reward is added to `report.reward` as it arrives (`report.EpisodeReport`),
   so what was earned stays known whatever happens next;
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
-  call, or a session the server closed between calls, ends the episode rather than
-  letting the client reconnect to a fresh session;
+  call ends the episode; a step is never sent twice to a live session;
+- a session lost after the first model turn (its connection refused, reset or
+  closed: the server, its container or node gone) is resumed by a verified replay
+  (`EpisodeLimits.resume`, on by default): a fresh session, on whatever server the
+  target opens next, is reset with the same kwargs and sent the actions the old one
+  answered, and the episode goes on (the action in flight sent there) only if every
+  answer equals what it saw (`replay.ReplayLog`); else it ends naming where the
+  replay diverged. `MAX_RESUMES` per episode, each recorded in `report.resumes`.
+  The client never reconnects on its own to a fresh session;
 - a reset kwarg the env's `reset` does not take (OpenEnv drops it silently) is logged
   once per key, when the env's source is at hand to tell
   (`env_source.read_reset_params`).
 
-`open_episode` is the episode wing's one call into `core.launch` (`open_env`, or a
-shared `EnvSession`): a shared server lost before the first model turn costs no
-episode.
+`open_episode` is the episode wing's one call into `core.launch` (an `EnvSession`):
+a shared server lost before the first model turn costs no episode.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ from openenv_v1.core.episode.env_source import (
 from openenv_v1.core.episode.frames import Frame, guard_frames, read_frame
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
 from openenv_v1.core.episode.render import ObservationFormat
+from openenv_v1.core.episode.replay import ReplayDiverged, ReplayLog, ResumeFailed
 from openenv_v1.core.episode.report import EpisodeLimits, EpisodeReport, ToolCalls
 from openenv_v1.core.episode.schema import (
     ActionSpec,
@@ -87,12 +94,15 @@ from openenv_v1.core.errors import (
     server_error_message,
 )
 from openenv_v1.core.http_client import http_base
-from openenv_v1.core.launch.target import EnvSession, open_env
+from openenv_v1.core.launch.target import EnvSession, server_lost
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.target import EnvTarget
 
 logger = logging.getLogger(__name__)
+
+MAX_RESUMES = 3
+"""Times one episode resumes by replay after losing its session (`EnvEpisode`)."""
 
 
 def _at_capacity(exc: BaseException) -> bool:
@@ -145,6 +155,11 @@ class EnvEpisode:
         self.start_again: Callable[[BaseException], Awaitable[bool]] | None = None
         """Given a reset's failure: whether the episode moved to a fresh session
         (`open_episode` sets it; `EnvSession.start_again`)."""
+        self.move: Callable[[BaseException], Awaitable[None]] | None = None
+        """Given the loss of the session mid-episode: give it up and open a fresh
+        one (`open_episode` sets it; `EnvSession.move`); the replay is ours."""
+        self._log: ReplayLog | None = None
+        self._resumes_left = MAX_RESUMES
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -162,6 +177,8 @@ class EnvEpisode:
                 if self.start_again is None or not await self.start_again(e):
                     raise
         self.report.add_reset(result, time.perf_counter() - started)
+        self._log = ReplayLog(dict(kwargs))
+        self._log.saw_reset(result)
         self._reset_at = time.monotonic()
         await self._relist_tools()
         self._last_observation = result.observation or {}
@@ -308,20 +325,98 @@ class EnvEpisode:
             return self._invalid(illegal)
         started = time.perf_counter()
         try:
-            result = await self._step(action)
+            result = await self._step_resuming(action)
         except Exception as e:
+            if (code := server_error_code(e)) is not None and self._log is not None:
+                self._log.saw_refusal(action, code)
             return await self._refused(e)
         seconds = time.perf_counter() - started
         self.report.add_step(result, seconds, self.limits.reward_range)
+        if self._log is not None:
+            self._log.saw_step(action, result)
         return self._turn_after(result.observation or {})
 
-    def _cannot_step(self) -> str | None:
-        """Why no step may be sent: the session is closed, or the budget spent."""
-        if _session_closed(self.client):
-            return (
-                "the env server closed the session (it stopped, restarted or dropped "
-                "the connection); not reconnecting to a fresh env mid-episode"
+    async def _step_resuming(self, action: dict[str, Any]) -> Frame:
+        """`_step`, on a fresh session resumed by replay (`_resume`) whenever the
+        session is found lost: closed before the step is sent, or its connection
+        lost while it is."""
+        while True:
+            if _session_closed(self.client):
+                lost: BaseException = SessionClosed(
+                    "the env server closed the session (it stopped, restarted or "
+                    "dropped the connection)"
+                )
+            else:
+                try:
+                    return await self._step(action)
+                except Exception as e:
+                    if not server_lost(e):
+                        raise
+                    lost = e
+            await self._resume(lost)
+
+    async def _resume(self, lost: BaseException) -> None:
+        """Move to a fresh session and replay the episode there (`_replay`), again
+        while sessions keep being lost, `MAX_RESUMES` times at most. Raises when it
+        cannot: `lost` itself with resume off (the episode ends as it would have),
+        `ReplayDiverged`, or an `EnvFailure` naming why."""
+        if not self.limits.resume or self.move is None or self._log is None:
+            if isinstance(lost, SessionClosed):
+                raise SessionClosed(
+                    f"{lost}; not reconnecting to a fresh env mid-episode"
+                ) from None
+            raise lost
+        first = describe(lost)
+        while True:
+            if not self._resumes_left:
+                raise ResumeFailed(
+                    f"the env server was lost ({first}), and resuming on a fresh "
+                    f"session failed {MAX_RESUMES} times; the last: {describe(lost)}"
+                ) from lost
+            self._resumes_left -= 1
+            started = time.perf_counter()
+            try:
+                await self.move(lost)
+                replayed = await self._replay(self._log)
+            except ReplayDiverged as e:
+                raise ReplayDiverged(
+                    f"the env server was lost after {self.report.steps} steps "
+                    f"({first}), and {e}"
+                ) from None
+            except Exception as e:
+                if not server_lost(e):
+                    raise ResumeFailed(
+                        f"the env server was lost ({first}), and resuming on a "
+                        f"fresh session failed: {describe(e)}"
+                    ) from e
+                lost = e
+                continue
+            self.report.add_resume(
+                replayed, time.perf_counter() - started, self.base_url
             )
+            logger.info(
+                "%s: resumed on %s after %d steps", self.label, self.base_url, replayed
+            )
+            return
+
+    async def _replay(self, log: ReplayLog) -> int:
+        """Reset the fresh session with the episode's kwargs and send it the answered
+        actions again, checking each answer against the log; the steps replayed."""
+        log.check(0, await self._reset_frame(log.reset_kwargs))
+        await self._relist_tools()
+        for index, exchange in enumerate(log.steps, 1):
+            try:
+                answer: Frame | str = await self._step(exchange.action)
+            except Exception as e:
+                if (code := server_error_code(e)) is None:
+                    raise
+                clear_error_frame(self.client)
+                answer = code
+            log.check(index, answer)
+        return len(log.steps)
+
+    def _cannot_step(self) -> str | None:
+        """Why no step may be sent: the episode's budget is spent."""
         budget = self.limits.episode_timeout_s
         if budget is not None and time.monotonic() - self._reset_at > budget:
             return f"the episode budget of {budget:.0f}s (episode_timeout_s) is spent"
@@ -335,6 +430,8 @@ class EnvEpisode:
             return self._failed(
                 f"step did not answer within {self.limits.step_timeout_s:.0f}s"
             )
+        if isinstance(e, ResumeFailed | SessionClosed):
+            return self._failed(str(e))
         code = server_error_code(e)
         if code == "VALIDATION_ERROR":
             return self._invalid(f"the server rejected it: {self._server_message(e)}")
@@ -439,6 +536,10 @@ class EnvEpisode:
         return turn
 
 
+class SessionClosed(ConnectionError):
+    """The server closed the episode's session between two calls."""
+
+
 def _session_closed(client: Any) -> bool:
     """Whether the server closed the client's WebSocket since the last call. OpenEnv's
     client would reconnect on the next call, to a new session with a fresh env. (Reads
@@ -477,18 +578,22 @@ async def open_episode(
     is ready for `reset`, its client wrapped by `episode_client`, its failure texts
     redacted of the target's `forward_env` values (`secrets`). A shared server lost
     before the first model turn (the contract read here, or the reset) is left for a
-    fresh session on another (`EnvSession`), a few times at most."""
+    fresh session on another (`EnvSession.start_again`), a few times at most; a
+    session lost later moves to a fresh one (`EnvSession.move`), where the episode
+    resumes by replay."""
     source = env_source_dir(target)
-    session = EnvSession.of(target, stack)
-    connect = functools.partial(
-        _open_contract, target, stack, session, limits.step_timeout_s
-    )
+    session = EnvSession(target, stack)
+    connect = functools.partial(_open_contract, target, session, limits.step_timeout_s)
 
     async def start_again(exc: BaseException) -> bool:
-        if session is None or not await session.start_again(exc):
+        if not await session.start_again(exc):
             return False
         episode.client, episode.base_url, episode.spec = await connect()
         return True
+
+    async def move(exc: BaseException) -> None:
+        await session.move(exc)
+        episode.client, episode.base_url, episode.spec = await connect()
 
     client, base_url, spec = await connect()
     params = await asyncio.to_thread(read_reset_params, source) if source else None
@@ -507,21 +612,18 @@ async def open_episode(
     episode.base_url = base_url
     episode.secrets = tuple(target.secret_env.values())
     episode.start_again = start_again
+    episode.move = move
     return episode
 
 
 async def _open_contract(
-    target: EnvTarget,
-    stack: contextlib.AsyncExitStack,
-    session: EnvSession | None,
-    timeout_s: float,
+    target: EnvTarget, session: EnvSession, timeout_s: float
 ) -> tuple[Any, str, ActionSpec]:
     """The connected client (`episode_client`), its HTTP base and its action
     contract; a contract read that loses its shared server is tried again on a
     fresh `session`."""
     while True:
-        opened = await (session.open() if session else open_env(target, stack))
-        client = episode_client(opened, target)
+        client = episode_client(await session.open(), target)
         base_url = http_base(client.base_url or target.label)
         try:
             return (
@@ -530,7 +632,7 @@ async def _open_contract(
                 await fetch_action_spec(client, base_url, timeout_s),
             )
         except EnvFailure as e:
-            if session is None or not await session.start_again(e):
+            if not await session.start_again(e):
                 raise
 
 

@@ -42,6 +42,9 @@ class EpisodeLimits:
     is counted in `EpisodeReport.rewards_outside`."""
     reasoning_delimiters: tuple[tuple[str, str], ...] = REASONING_DELIMITERS
     """Tags of reasoning blocks, never read as the action (`core/episode/replies.py`)."""
+    resume: bool = True
+    """Resume an episode whose session is lost after its first model turn by a
+    verified replay on a fresh session (`EnvEpisode`); off, the loss ends it."""
 
 
 @dataclass
@@ -72,6 +75,9 @@ class EpisodeReport:
 
     reset_reward: float | None = None
     """The reward the reset gave, if any."""
+    resumes: list[dict[str, Any]] = field(default_factory=list)
+    """Each resume by replay after a lost session: after how many steps, how many
+    were replayed (the same number), its seconds, and the server it moved to."""
 
     @property
     def scored(self) -> bool:
@@ -127,6 +133,12 @@ class EpisodeReport:
         if self.done:
             self.stop_reason = "done"
 
+    def add_resume(self, replayed: int, seconds: float, server: str | None) -> None:
+        """Account a resume that replayed `replayed` steps on `server`."""
+        self.resumes.append(
+            {"replayed_steps": replayed, "seconds": round(seconds, 4), "server": server}
+        )
+
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
 
@@ -145,6 +157,8 @@ class EpisodeReport:
             info["signals"] = dict(self.signals)
         if self.rewards_outside:
             info["rewards_outside_range"] = self.rewards_outside
+        if self.resumes:
+            info["resumes"] = [dict(r) for r in self.resumes]
         return info
 
     def timing(self) -> dict[str, Any]:

@@ -175,12 +175,19 @@ class Held:
 
 
 class EnvSession:
-    """The shared session an episode plays on, given up for a fresh one while no
-    model turn has been spent on it: `open()` leases and connects (closed by the
-    caller's stack), and `start_again(exc)` says whether the episode may open again
-    after `exc`. It may when its server was lost (`server_lost`) and `FRESH_STARTS`
-    are not spent: the session is then closed and its lease handed back as lost
-    (the pool takes that server out). `of` makes one for a pool's target only."""
+    """The session an episode plays on, and its moves to fresh ones: `open()` opens
+    one as `open_env` does (closed by the caller's stack, or by a move), and
+
+    - `start_again(exc)` says whether the episode may open again after `exc` while
+      no model turn has been spent on it: only on a pool's shared servers, when its
+      server was lost (`server_lost`) and `FRESH_STARTS` are not spent;
+    - `move(exc)` gives the session up for good mid-episode (the episode resumes by
+      replay on the next `open()`, `core.episode.env_episode`): a lease goes back as
+      lost, a launch of the episode's own is stopped (the next `open()` launches
+      another), a base URL is connected to again.
+
+    A lost session's lease goes back as lost, which takes its server out of the
+    pool."""
 
     def __init__(self, target: EnvTarget, stack: contextlib.AsyncExitStack) -> None:
         self.target = target
@@ -188,36 +195,43 @@ class EnvSession:
         self._session: contextlib.AsyncExitStack | None = None
         self._held = Held()
         self._starts_left = FRESH_STARTS
-
-    @classmethod
-    def of(
-        cls, target: EnvTarget, stack: contextlib.AsyncExitStack
-    ) -> EnvSession | None:
-        """An `EnvSession` when `open_env` would lease `target`'s session; else None."""
-        leased = target.pool is not None or bool(target.pool_url)
-        return cls(target, stack) if leased and not target.base_url else None
+        self.leased = (target.pool is not None or bool(target.pool_url)) and not (
+            target.base_url
+        )
+        """Whether sessions are leased from a pool (shared servers)."""
 
     async def open(self) -> Any:
-        """A connected client on a new shared session, as `open_env` leases one."""
+        """A connected client on a new session."""
         self._session = await self._stack.enter_async_context(
             contextlib.AsyncExitStack()
         )
         self._held = Held()
-        return await _open_leased(self.target, self._session, self._held)
+        if self.leased:
+            return await _open_leased(self.target, self._session, self._held)
+        return await open_env(self.target, self._session)
 
     async def start_again(self, exc: BaseException) -> bool:
-        if self._session is None or not self._starts_left or not server_lost(exc):
+        if (
+            not self.leased
+            or self._session is None
+            or not self._starts_left
+            or not server_lost(exc)
+        ):
             return False
         self._starts_left -= 1
-        logger.info(
-            "%s: starting again on a fresh session (%s)", self.target.label, exc
-        )
+        await self.move(exc)
+        return True
+
+    async def move(self, exc: BaseException) -> None:
+        """Close the current session, lost to `exc`; its lease goes back as lost."""
         self._held.lost = True
         session, self._session = self._session, None
+        if session is None:
+            return
+        logger.info("%s: session lost (%s)", self.target.label, describe(exc))
         # Closing a socket the server dropped may raise; the lease goes back anyway.
         with contextlib.suppress(Exception):
             await session.aclose()
-        return True
 
 
 def server_lost(exc: BaseException) -> bool:
