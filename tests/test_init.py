@@ -91,18 +91,22 @@ def test_init_writes_a_package_whose_own_tests_pass(tmp_path):
     init_and_run_its_tests(tmp_path)
 
 
-@pytest.mark.long
-def test_an_env_whose_reset_takes_a_seed_starts_from_16_seeded_tasks(tmp_path):
-    """No Task API, and the env's source shows `reset(seed=...)`: the package's tasks
-    are seeds 0..15, written as the comprehension to edit; its action is the
-    schema's built example (`{"guess": 1}`, in range), stepped on seed 0's game by
-    init and again by the package's own test."""
+def init_a_seeded_env_and_run_its_tests(tmp_path: Path) -> None:
+    """`init` on an env without the Task API whose source shows `reset(seed=...)`:
+    the package's tasks are seeds 0..15, written as the comprehension to edit; its
+    action is the schema's built example (`{"guess": 1}`, in range), stepped on
+    seed 0's game by init and again by the package's own tests, which pass."""
     root, printed, source = init_package(tmp_path, "guess-v1", GUESS_PROJECT)
     assert "16 seeded resets (its reset takes a seed)" in printed
     assert SEEDED in source
     assert "takes a `seed` (check found it)" in source
     assert "REPLY: str = '{\"guess\": 1}'\n" in source
     run_package_tests(root)
+
+
+@pytest.mark.long
+def test_an_env_whose_reset_takes_a_seed_starts_from_16_seeded_tasks(tmp_path):
+    init_a_seeded_env_and_run_its_tests(tmp_path)
 
 
 def test_the_package_is_written_from_the_findings_and_compiles(tmp_path):
