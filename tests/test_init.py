@@ -4,6 +4,7 @@ runs by its name (verifiers 0.2 here; tests/vf04/test_vf_init.py runs the same o
 0.4). How an action is built from a check report, and what a bad NAME or a failed
 check gives, in process."""
 
+import copy
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from wordle_env.game import WordleGame
 
 from openenv_v1.cli.init import (
+    MAX_REPLIES,
     SEEDED_TASKS,
     Findings,
     InitError,
@@ -328,6 +330,17 @@ def test_the_schemas_own_examples_are_tried_before_the_built_action():
         {"row": 1, "col": 7},
         {"row": 1, "col": 1},
     ]
+    # Many examples: the first three the schema gives (row 1 is the built action's),
+    # then the built action.
+    many = copy.deepcopy(board)
+    many["action"]["schema"]["examples"] = []
+    many["action"]["schema"]["properties"]["row"]["examples"] = list(range(1, 9))
+    replies = example_replies(many)
+    assert len(replies) == MAX_REPLIES == 4
+    assert [json.loads(r) for r in replies[:-1]] == [
+        {"row": n, "col": 1} for n in (2, 3, 4)
+    ]
+    assert json.loads(replies[-1]) == {"row": 1, "col": 1}
     tool = {
         "action": {"schema": {"type": "object"}},
         "tools": [

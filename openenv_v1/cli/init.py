@@ -254,9 +254,16 @@ def example_replies(report: dict[str, Any]) -> list[str]:
     """Actions as a model would write them, from a check report, in the order init
     tries them: one per example `example_objects` gives of the action schema (of
     the MCP env's first tool's input schema), the schema's own examples first, and
-    last `example_reply`'s; each once."""
+    last `example_reply`'s; each once, `MAX_REPLIES` at most (each costs a check:
+    a launch)."""
     replies = [_as_reply(report, e) for e in example_objects(_acted_schema(report))]
-    return list(dict.fromkeys([*replies, example_reply(report)]))
+    built = example_reply(report)
+    given = [r for r in dict.fromkeys(replies) if r != built]
+    return [*given[: MAX_REPLIES - 1], built]
+
+
+MAX_REPLIES = 4
+"""How many actions init steps at most before it gives up."""
 
 
 def example_reply(report: dict[str, Any]) -> str:
@@ -352,6 +359,7 @@ def write_package(root: Path, name: str, findings: Findings) -> None:
 
 
 __all__ = [
+    "MAX_REPLIES",
     "SEEDED_TASKS",
     "accepted_reply",
     "default_resets",
