@@ -7,13 +7,17 @@ own, for both verifiers lines from one source.
 
 It runs `openenv-v1 check --json` on the env (launched as a rollout launches it, or
 at `--base-url`) and writes what that found as the package's defaults: the ASGI app
-the launch chose, the env's own tasks when it serves OpenEnv's Task API (else one
-empty reset), and an action the env accepts (built from its action schema or its
-first MCP tool, then stepped by a second check). Into `./NAME` (`--dir` elsewhere),
-which must not exist yet: `pyproject.toml`, the module (`my-wordle-v1` ->
+the launch chose; the tasks (`RESETS`): the env's own when it serves OpenEnv's Task
+API, else 16 seeded resets when its `reset` takes a `seed` (read from its local
+source, else check's seed check found seeds honoured), else one empty reset; and an
+action the env took (`REPLY`): actions are built from its action schema (of its first
+MCP tool), the examples the schema gives first ("e.g. [crane]"), and stepped by
+further checks on the first task until one is accepted. Into `./NAME` (`--dir`
+elsewhere), which must not exist yet: `pyproject.toml`, the module (`my-wordle-v1` ->
 `my_wordle_v1`, what `eval NAME` on verifiers 0.2 and `vf-eval NAME` on 0.4 load),
-a README, and `tests/` (check, and one episode against the local scripted policy
-through `openenv-v1 demo --taskset NAME`). Nothing is written when the check fails.
+a README, and `tests/` (check stepping `REPLY`, and one episode against the local
+scripted policy through `openenv-v1 demo --taskset NAME`). Nothing is written when
+the check fails.
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from openenv_v1.core.episode.schema_example import HIDDEN_FIELDS, example_object
+from openenv_v1.core.episode.env_source import ResetParams, read_reset_params
+from openenv_v1.core.episode.schema_example import (
+    HIDDEN_FIELDS,
+    example_object,
+    example_objects,
+)
 
 NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 CHECK_TIMEOUT_S = 900.0
@@ -97,15 +106,16 @@ def _package_root(name: str, where: str | None) -> Path:
 
 
 def find_defaults(args: argparse.Namespace) -> Findings:
-    """Check the env once for what it serves, build an action from that, and check
-    again stepping it: the action is one the env took."""
+    """Check the env once for what it serves, then step the actions built from that
+    (its schema's own examples first) in further checks until one is accepted: the
+    package's action is one the env took, on the package's first task."""
     where = _where(args)
     report = _check(where)
-    reply = example_reply(report)
-    stepped = _check([*where, "--action", reply])
+    resets = default_resets(report, _reset_params(args))
+    first = ["--reset", json.dumps(resets[0])] if resets and resets[0] else []
+    reply, stepped = accepted_reply([*where, *first], example_replies(report))
     notes = [f"app {stepped['app']['app']}"] if stepped.get("app") else []
-    tasks = (stepped.get("tasks") or {}).get("offered")
-    notes.append("the env's own tasks (Task API)" if tasks else "one empty reset")
+    notes.append(_resets_note(resets))
     notes.append("an MCP env" if stepped.get("tools") else "a text action")
     launch: dict[str, Any] = {}
     if not args.base_url:
@@ -116,9 +126,74 @@ def find_defaults(args: argparse.Namespace) -> Findings:
         env=None if args.base_url else stepped["target"]["env"],
         base_url=args.base_url,
         launch=launch,
-        resets=None if tasks else [{}],
+        resets=resets,
         reply=reply,
         notes=tuple(notes),
+    )
+
+
+SEEDED_TASKS = 16
+"""How many seeds the package starts with when the env's reset takes one."""
+
+
+def default_resets(
+    report: dict[str, Any], params: ResetParams | None
+) -> list[dict[str, Any]] | None:
+    """The package's tasks, from a check report and the env's reset parameters (read
+    from its local source; None when it has none here): None when the env serves
+    OpenEnv's Task API (its own tasks), one seeded reset per seed in
+    `range(SEEDED_TASKS)` when its `reset` takes a `seed`, else one empty reset."""
+    if (report.get("tasks") or {}).get("offered"):
+        return None
+    if takes_seed(report, params):
+        return [{"seed": seed} for seed in range(SEEDED_TASKS)]
+    return [{}]
+
+
+def takes_seed(report: dict[str, Any], params: ResetParams | None) -> bool:
+    """Whether the env's `reset` takes a `seed`: its source says so (a `seed`
+    parameter; without one, and without `**kwargs`, the server drops the key); with
+    no source to read (a Space, an image, a running server) or a `reset(**kwargs)`,
+    check's seed check found seeds honoured (seed 1 twice alike, seed 2 not)."""
+    if params is not None and "seed" in params.names:
+        return True
+    if params is not None and not params.any_keyword:
+        return False
+    return (report.get("seed_check") or {}).get("status") == "honoured"
+
+
+def _reset_params(args: argparse.Namespace) -> ResetParams | None:
+    """The env's reset parameters, from its local folder (`--project-path`)."""
+    if args.base_url or not args.project_path:
+        return None
+    folder = Path(args.project_path).expanduser()
+    return read_reset_params(folder) if folder.is_dir() else None
+
+
+def _resets_note(resets: list[dict[str, Any]] | None) -> str:
+    if resets is None:
+        return "the env's own tasks (Task API)"
+    if len(resets) > 1:
+        return f"{len(resets)} seeded resets (its reset takes a seed)"
+    return "one empty reset"
+
+
+def accepted_reply(where: list[str], replies: list[str]) -> tuple[str, dict[str, Any]]:
+    """The first of `replies` that check's step accepts (parsed as a model reply,
+    stepped and answered, not refused), and that check's report; an `InitError`
+    naming each reply's failure when none is, or the stage and cause when the env
+    fails elsewhere."""
+    refused: list[str] = []
+    for reply in replies:
+        report = _run_check([*where, "--action", reply])
+        if report.get("ok"):
+            return reply, report
+        if (report.get("failure") or {}).get("stage") != "step":
+            raise InitError(_failed(where, report))
+        refused.append(f"{reply!r}: {report['failure'].get('error')}")
+    raise InitError(
+        "the env's step took none of the actions built from its action schema: "
+        + "; ".join(refused)
     )
 
 
@@ -136,6 +211,15 @@ def _where(args: argparse.Namespace) -> list[str]:
 def _check(where: list[str]) -> dict[str, Any]:
     """`openenv-v1 check --json` of `where`'s env; an `InitError` naming the stage
     and the cause when it fails."""
+    report = _run_check(where)
+    if not report.get("ok"):
+        raise InitError(_failed(where, report))
+    return report
+
+
+def _run_check(where: list[str]) -> dict[str, Any]:
+    """The report of `openenv-v1 check --json` of `where`'s env, passed or failed;
+    an `InitError` when the check gives none."""
     run = "from openenv_v1.cli import main; main()"
     argv = [sys.executable, "-c", run, "check", *where]
     argv += ["--json", "--probe-sessions", "0"]
@@ -149,38 +233,104 @@ def _check(where: list[str]) -> dict[str, Any]:
             "where it stops"
         ) from None
     try:
-        report = json.loads(done.stdout.strip().splitlines()[-1])
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
     except (IndexError, ValueError):
         raise InitError(
             f"openenv-v1 check gave no report (exit {done.returncode}): "
             f"{done.stderr.strip()[-2000:]}"
         ) from None
-    if not report.get("ok"):
-        failure = report.get("failure") or {}
-        hint = f" ({failure['hint']})" if failure.get("hint") else ""
-        raise InitError(
-            f"the env failed `openenv-v1 check {' '.join(where)}` at its "
-            f"{failure.get('stage')} stage: {failure.get('error')}{hint}"
-        )
-    return report
+
+
+def _failed(where: list[str], report: dict[str, Any]) -> str:
+    failure = report.get("failure") or {}
+    hint = f" ({failure['hint']})" if failure.get("hint") else ""
+    return (
+        f"the env failed `openenv-v1 check {' '.join(where)}` at its "
+        f"{failure.get('stage')} stage: {failure.get('error')}{hint}"
+    )
+
+
+def example_replies(report: dict[str, Any]) -> list[str]:
+    """Actions as a model would write them, from a check report, in the order init
+    tries them: one per example `example_objects` gives of the action schema (of
+    the MCP env's first tool's input schema), the schema's own examples first, and
+    last `example_reply`'s; each once, `MAX_REPLIES` at most (each costs a check:
+    a launch)."""
+    replies = [_as_reply(report, e) for e in example_objects(_acted_schema(report))]
+    built = example_reply(report)
+    given = [r for r in dict.fromkeys(replies) if r != built]
+    return [*given[: MAX_REPLIES - 1], built]
+
+
+MAX_REPLIES = 4
+"""How many actions init steps at most before it gives up."""
 
 
 def example_reply(report: dict[str, Any]) -> str:
-    """An action as a model would write it, from a check report: a call of the MCP
-    env's first tool, the example text of a one-string action, else the example
-    action as JSON (`{}` when the schema allows no example to be built)."""
+    """The action built from a check report's schema: a call of the MCP env's first
+    tool, the example text of a one-string action, else the example action as JSON
+    (`{}` when the schema allows no example to be built)."""
+    return _as_reply(report, example_object(_acted_schema(report)) or {})
+
+
+def _acted_schema(report: dict[str, Any]) -> dict[str, Any]:
+    """The schema an action's arguments follow: the MCP env's first tool's input
+    schema, else the action schema."""
     tools = report.get("tools") or []
     if tools:
-        arguments = example_object(tools[0].get("input_schema") or {}) or {}
+        return dict(tools[0].get("input_schema") or {})
+    return dict((report.get("action") or {}).get("schema") or {})
+
+
+def _as_reply(report: dict[str, Any], example: dict[str, Any]) -> str:
+    """`example` as a model writes it: a call of the MCP env's first tool with it as
+    the arguments; the text alone when it is only a one-string action's field; else
+    the action as JSON."""
+    tools = report.get("tools") or []
+    if tools:
         call = {"type": "call_tool", "tool_name": tools[0]["name"]}
-        return json.dumps({**call, "arguments": arguments})
-    action = report.get("action") or {}
-    example = example_object(action.get("schema") or {}) or {}
+        return json.dumps({**call, "arguments": example})
     example = {k: v for k, v in example.items() if k not in HIDDEN_FIELDS}
-    field = action.get("raw_field")
-    if field and isinstance(example.get(field), str):
+    field = (report.get("action") or {}).get("raw_field")
+    if field and set(example) == {field} and isinstance(example[field], str):
         return example[field]
     return json.dumps(example)
+
+
+def resets_source(resets: list[dict[str, Any]] | None) -> str:
+    """`resets` as the module's source writes it: seeds 0..n-1 as the comprehension
+    a user edits (`[{"seed": i} for i in range(16)]`), anything else as its repr."""
+    if resets and len(resets) > 1 and resets == _seeded(len(resets)):
+        return f'[{{"seed": i}} for i in range({len(resets)})]'
+    return repr(resets)
+
+
+def _seeded(count: int) -> list[dict[str, Any]]:
+    return [{"seed": seed} for seed in range(count)]
+
+
+def _resets_kind(resets: list[dict[str, Any]] | None) -> str:
+    if resets is None:
+        return "tasks"
+    return "seeds" if any("seed" in r for r in resets) else "one"
+
+
+_EDIT = """Edit here: one dict of reset kwargs per task, or None for the env's own tasks
+(OpenEnv's Task API), if it serves them."""
+# The docstring under the module's `RESETS`, by what check found.
+_RESETS_DOCS = {
+    "tasks": """The tasks: None runs the env's own, from OpenEnv's Task API (check found
+it). Edit here to run others instead: one dict of reset kwargs per task, e.g.
+`[{"seed": i} for i in range(16)]`.""",
+    "seeds": """The tasks, one per entry: the env's reset kwargs for each. Its `reset`
+takes a `seed` (check found it), so each task is the game of one seed.
+"""
+    + _EDIT,
+    "one": """The tasks, one per entry: the env's reset kwargs for each. check found no
+`seed` that the env's `reset` takes, so there is one task: its default reset.
+"""
+    + _EDIT,
+}
 
 
 def write_package(root: Path, name: str, findings: Findings) -> None:
@@ -196,7 +346,8 @@ def write_package(root: Path, name: str, findings: Findings) -> None:
         "env": repr(findings.env),
         "base_url": repr(findings.base_url),
         "launch": repr(findings.launch),
-        "resets": repr(findings.resets),
+        "resets": resets_source(findings.resets),
+        "resets_doc": _RESETS_DOCS[_resets_kind(findings.resets)],
         "reply": repr(findings.reply),
     }
     templates = files("openenv_v1.cli") / "wrapper_template"
@@ -207,4 +358,17 @@ def write_package(root: Path, name: str, findings: Findings) -> None:
         path.write_text(text)
 
 
-__all__ = ["example_reply", "find_defaults", "module_name", "run_init", "write_package"]
+__all__ = [
+    "MAX_REPLIES",
+    "SEEDED_TASKS",
+    "accepted_reply",
+    "default_resets",
+    "example_replies",
+    "example_reply",
+    "find_defaults",
+    "module_name",
+    "run_init",
+    "takes_seed",
+    "resets_source",
+    "write_package",
+]

@@ -4,11 +4,17 @@
 bounds, `const`), or None when none can be built (a `pattern`, a `not`, a schema too
 deep), so that no hint misleads: what it builds is validated against the schema before
 it is returned.
+
+`example_objects` puts first the examples the schema itself gives (its `examples`, a
+field's `examples`, an example a field's description names: "e.g. [crane]"): a value
+the env's author wrote is likelier to be a legal move than a built placeholder.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -25,6 +31,59 @@ def example_object(schema: dict[str, Any]) -> dict[str, Any] | None:
     when none is built or what was built does not validate."""
     example = _example_object(schema, schema)
     return example if _accepts(schema, example) else None
+
+
+def example_objects(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Objects `schema` accepts, each once, in this order: the schema's own
+    `examples`; the built example (`example_object`) with one field set to a value
+    the schema gives for it (its `examples`, then what its description names after
+    "e.g." or "for example"); the built example itself. Each is validated against
+    the schema; an empty list when none is accepted."""
+    built = example_object(schema)
+    found: list[Any] = _listed(schema.get("examples"))
+    props = schema.get("properties") or {}
+    for name, spec in props.items():
+        if name in HIDDEN_FIELDS or not isinstance(spec, dict):
+            continue
+        found += [{**(built or {}), name: value} for value in _field_examples(spec)]
+    found.append(built)
+    kept: list[dict[str, Any]] = []
+    for example in found:
+        if isinstance(example, dict) and example not in kept:
+            if _accepts(schema, example):
+                kept.append(example)
+    return kept
+
+
+# "e.g. [crane]", "for example `e2e4`": a quoted or bracketed value, else one word.
+_NAMED_EXAMPLE = re.compile(
+    r"\b(?:e\.g\.|for example|for instance)[,:]?\s+"
+    r"(?:`(?P<tick>[^`]+)`|\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'"
+    r"|(?P<bracketed>\[[^\]]*\]|\{[^}]*\})|(?P<word>[^\s,;)]+))",
+    re.IGNORECASE,
+)
+
+
+def _field_examples(spec: dict[str, Any]) -> list[Any]:
+    """The values a field's schema gives as examples: its `examples`, then each its
+    description names, as written and, when that is JSON, decoded (`3`: the
+    string and the number; the schema keeps the one it accepts)."""
+    values = _listed(spec.get("examples"))
+    for found in _NAMED_EXAMPLE.finditer(str(spec.get("description") or "")):
+        text = next(v for v in found.groupdict().values() if v is not None)
+        if found["word"] is not None:
+            text = text.rstrip(".:")
+        values.append(text)
+        try:
+            values.append(json.loads(text))
+        except ValueError:
+            pass
+    return values
+
+
+def _listed(examples: Any) -> list[Any]:
+    """A schema's `examples` (a list by JSON Schema; anything else is ignored)."""
+    return list(examples) if isinstance(examples, list) else []
 
 
 class _NoExample(Exception):
