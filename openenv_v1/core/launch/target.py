@@ -1,9 +1,12 @@
 """Open a connected OpenEnv client: a shared server, a launch of one's own, or a base_url.
 
-Four ways, chosen by `EnvTarget` (`env_target`; importable from here too, as
+Five ways, chosen by `EnvTarget` (`env_target`; importable from here too, as
 everything here takes one):
 
 - `base_url`: connect to a running server; nothing is launched.
+- `base_urls`: several running servers, leased like shared ones from their desk
+  (`url_pool.UrlPool`: the eval's, in process or over its endpoint, else this
+  process's own); nothing is launched.
 - `pool` / `pool_url`: lease a server from a `ServerPool` (shared UV-launched
   servers), in this process or over its loopback endpoint, and open a session of
   one's own on it.
@@ -45,6 +48,7 @@ from openenv_v1.core.launch.plan import (
     launch_plan,
     launcher_label,
 )
+from openenv_v1.core.launch.url_pool import own_desk
 from openenv_v1.core.light_import import generic_client_class
 from openenv_v1.core.setting_names import setting
 
@@ -72,7 +76,7 @@ async def open_env(
     launch's `DockerLaunch` (its image, build and container)."""
     if target.base_url:
         return await _connect(target, target.base_url, stack, what="the OpenEnv server")
-    if target.pool is not None or target.pool_url:
+    if _leases_sessions(target):
         return await _open_leased(target, stack)
     if not target.env:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
@@ -194,8 +198,7 @@ class EnvSession:
         cls, target: EnvTarget, stack: contextlib.AsyncExitStack
     ) -> EnvSession | None:
         """An `EnvSession` when `open_env` would lease `target`'s session; else None."""
-        leased = target.pool is not None or bool(target.pool_url)
-        return cls(target, stack) if leased and not target.base_url else None
+        return cls(target, stack) if _leases_sessions(target) else None
 
     async def open(self) -> Any:
         """A connected client on a new shared session, as `open_env` leases one."""
@@ -238,11 +241,26 @@ def server_lost(exc: BaseException) -> bool:
     return False
 
 
+def _leases_sessions(target: EnvTarget) -> bool:
+    """Whether `target`'s session is leased: from a pool of shared servers, or from
+    the desk of the running servers of `base_urls`."""
+    if target.base_url:
+        return False
+    return target.pool is not None or bool(target.pool_url or target.base_urls)
+
+
 def _lease_desk(target: EnvTarget) -> PoolLeases:
     if target.pool is not None:
         return target.pool
-    assert target.pool_url is not None
-    return PoolClient(target.pool_url)
+    if target.pool_url:
+        return PoolClient(target.pool_url)
+    # A process without the eval's desk (a user simulator off this host).
+    return own_desk(target.base_urls).local()
+
+
+def _servers_named(target: EnvTarget) -> str:
+    """What the servers a session is leased on are called in messages."""
+    return f"shared {target.env}" if target.env else "OpenEnv"
 
 
 async def _hand_back(pool: PoolLeases, lease: str, held: Held) -> None:
@@ -274,7 +292,7 @@ async def _open_leased(
             client = None
             try:
                 client = await _connect(
-                    target, url, session, what=f"the shared {target.env} server"
+                    target, url, session, what=f"the {_servers_named(target)} server"
                 )
                 taken = await _session_taken(target, client, url)
             except EnvFailure as e:
@@ -299,7 +317,7 @@ async def _open_leased(
             await pool.confirm(lease)
             stack.push_async_exit(session.pop_all())
             return client
-    raise EnvFailure(f"the shared {target.env} servers kept refusing sessions")
+    raise EnvFailure(f"the {_servers_named(target)} servers kept refusing sessions")
 
 
 async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
@@ -312,7 +330,7 @@ async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
         await asyncio.wait_for(client.state(), target.message_timeout_s)
     except TimeoutError as e:
         raise EnvFailure(
-            f"the shared {target.env} server at {url} did not answer a first "
+            f"the {_servers_named(target)} server at {url} did not answer a first "
             f"request within {target.message_timeout_s:.0f}s (building the "
             "env for a new session may be that slow: raise "
             f"{setting('reset_timeout_s')})"
@@ -321,7 +339,7 @@ async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
         code = server_error_code(e)
         if code is None:
             raise EnvFailure(
-                f"the shared {target.env} server at {url} failed a first "
+                f"the {_servers_named(target)} server at {url} failed a first "
                 f"request: {describe(e)}"
             ) from e
         # Any other error frame is the env's own (some envs refuse `state` before
