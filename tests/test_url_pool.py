@@ -96,6 +96,21 @@ async def test_every_server_full_waits_then_fails_naming_the_servers():
         desk.close()
 
 
+async def test_one_session_at_a_time_goes_round_the_servers():
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
+    desk = UrlPool(urls)
+    try:
+        seen = []
+        for _ in range(6):
+            lease, url = await desk.lease_async()
+            desk.confirm(lease)
+            desk.release(lease)
+            seen.append(url)
+        assert seen == urls + urls
+    finally:
+        desk.close()
+
+
 async def test_a_session_ending_lets_a_waiting_lease_in():
     desk = UrlPool(["http://127.0.0.1:1"], sessions_per_server=1, capacity_wait_s=30)
     try:

@@ -4,7 +4,8 @@ A user who runs several servers (copies of a Space, containers of their own) giv
 `base_url` as a list; `UrlPool` spreads the eval's sessions over them, and nothing is
 ever launched or stopped:
 
-- a lease goes to the server with the fewest leases among those with room. A
+- a lease goes to the server with the fewest leases among those with room (of
+  several, the one leased longest ago, so even one rollout at a time spreads). A
   server's session limit is learned as the pool learns a launched one's
   (`pool_servers.ServerSeats`): a session refused with `CAPACITY_REACHED` caps it at
   the sessions it held; until then a few sessions at a time are on trial;
@@ -89,6 +90,10 @@ class UrlPool:
         self._return_wait_s = return_wait_s
         self._lock = threading.Lock()
         self._leases: dict[str, Lease] = {}
+        self._leased_at: dict[str | None, int] = {}
+        """When each server was last leased (`_lease_count`'s count): of those with
+        the fewest leases, the one leased longest ago is next."""
+        self._lease_count = itertools.count(1)
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = set()
         self._last_change = time.monotonic()
         """When a session last ended or a server came back."""
@@ -188,7 +193,10 @@ class UrlPool:
         self._reap_locked()
         candidates = [s for s in self._servers if s.has_room()]
         if candidates:
-            server = min(candidates, key=lambda s: len(s.leases))
+            server = min(
+                candidates, key=lambda s: (len(s.leases), self._leased_at.get(s.url, 0))
+            )
+            self._leased_at[server.url] = next(self._lease_count)
             lease_id = uuid.uuid4().hex
             server.leases.add(lease_id)
             self._leases[lease_id] = Lease(server, pid)
