@@ -86,3 +86,17 @@ def test_check_of_several_base_urls_reports_each_and_fails_if_one_does(wordle_ur
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("result      OK") == 2
     assert proc.stdout.count(f"{wordle_url} (a running server: connect only)") == 2
+
+
+def test_base_url_takes_a_list_a_json_list_or_one_url_and_names_bad_lists():
+    from openenv_v1.vf02.config import OpenEnvConfig
+
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    for given in (urls, json.dumps(urls), [f"{url}/" for url in urls]):
+        config = OpenEnvConfig(base_url=given)
+        assert config.base_urls() == tuple(urls) and config.leases_servers()
+    single = OpenEnvConfig(base_url=urls[:1])
+    assert single.base_url == urls[0] and not single.leases_servers()
+    for bad, says in (("[", "not a JSON list"), ([], "no URL"), (urls * 2, "twice")):
+        with pytest.raises(ValueError, match=rf"--taskset\.base-url .*{says}"):
+            OpenEnvConfig(base_url=bad)
