@@ -15,11 +15,12 @@ of the line it is on (`EnvSettings.flag_prefix`).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from openenv_v1.core import EpisodeLimits
 from openenv_v1.core.episode.render import ObservationFormat
@@ -42,9 +43,14 @@ class EnvSettings(BaseModel):
     """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
     (shared by rollouts, see `shared_servers`) or with Docker (`use_docker`).
     Required unless `base_url` is set."""
-    base_url: str | None = None
-    """URL of a running OpenEnv server. Connect only: nothing is cloned or launched,
-    and `env`, `use_docker` and provider settings are ignored."""
+    base_url: str | list[str] | None = None
+    """URL of a running OpenEnv server, or a list of several (`["http://a:8000",
+    "http://b:8000"]`; on the command line the same list as JSON). Connect only:
+    nothing is cloned, launched or stopped, and `env`, `use_docker` and provider
+    settings are ignored. A list spreads the sessions over its servers by what each
+    holds (learned from their `CAPACITY_REACHED` answers, or `sessions_per_server`);
+    a server that cannot be reached is taken out, its episodes start again on
+    another, and it takes sessions again once its `/health` answers."""
     provider: ProviderName | None = None
     """Where env servers run, with that place's options in the episode setting
     `provider_kwargs`: `uv` (OpenEnv's UV provider on this host), `docker` (the same
@@ -89,6 +95,47 @@ class EnvSettings(BaseModel):
         messages name the flags with it."""
         return "--"
 
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _base_url_list(cls, value: object) -> object:
+        """A JSON list given as one string (verifiers' CLI passes a `str | list`
+        field's flag as it is) is read as the list."""
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError(
+                    f"{cls.flag_prefix()}base-url {value!r} is not a JSON list of "
+                    'URLs: give one URL, or a list such as ["http://a:8000", '
+                    '"http://b:8000"]'
+                ) from None
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if not isinstance(value, list):
+            return value
+        urls = [url.strip().rstrip("/") for url in value]
+        if not urls or not all(urls):
+            raise ValueError(
+                f"{cls.flag_prefix()}base-url {value!r} has no URL in it, or an "
+                'empty one: give one URL, or a list such as ["http://a:8000", '
+                '"http://b:8000"]'
+            )
+        if len(set(urls)) < len(urls):
+            raise ValueError(
+                f"{cls.flag_prefix()}base-url {value!r} names a server twice: list "
+                "each once"
+            )
+        # A list of one is that server, connected to as a single URL is.
+        return urls[0] if len(urls) == 1 else urls
+
+    def base_urls(self) -> tuple[str, ...]:
+        """The servers of `base_url` given as a list (a desk leases them); () for one
+        URL or none."""
+        return tuple(self.base_url) if isinstance(self.base_url, list) else ()
+
     @model_validator(mode="after")
     def _settle_use_docker(self) -> Self:
         self.use_docker = settle_use_docker(
@@ -115,6 +162,12 @@ class EnvSettings(BaseModel):
     def shares_servers(self) -> bool:
         """Whether rollouts lease shared servers launched once per eval."""
         return bool(self.shared_servers and self.env and not self.base_url)
+
+    def leases_servers(self) -> bool:
+        """Whether rollouts lease their sessions from a desk the taskset starts
+        (`TasksetCore.start_pool`): shared servers launched once per eval, or the
+        running servers of a `base_url` list."""
+        return self.shares_servers() or bool(self.base_urls())
 
 
 class EpisodeSettings(BaseModel):
@@ -304,7 +357,7 @@ class EnvPlace(Protocol):
     """Where an episode's env comes from: `EnvSettings`, or a task's data."""
 
     env: str | None
-    base_url: str | None
+    base_url: str | list[str] | None
     use_docker: bool
     provider: str | None
 
@@ -338,19 +391,23 @@ def env_target(
     pool_url: str | None = None,
 ) -> EnvTarget:
     """The `EnvTarget` of an episode: `place`'s `base_url` (nothing else applies
-    then), else a lease from the shared servers (`pool` in this process, `pool_url`
-    from another), else a launch of `place.env` of its own, with `episode`'s launch
-    options and timeouts and `secret_env` added to the server's environment."""
+    then; a list of servers is leased from their desk: `pool` in this process,
+    `pool_url` from another, else one of the process's own), else a lease from the
+    shared servers (`pool`, `pool_url`), else a launch of `place.env` of its own,
+    with `episode`'s launch options and timeouts and `secret_env` added to the
+    server's environment."""
     connect = bool(place.base_url)
+    urls = place.base_url if isinstance(place.base_url, list) else []
     return EnvTarget(
         env=None if connect else place.env,
-        base_url=place.base_url,
+        base_url=None if urls else place.base_url,
+        base_urls=tuple(urls),
         use_docker=bool(place.use_docker and not connect),
         provider=None if connect else place.provider,
         provider_kwargs=episode.provider_kwargs,
         secret_env={} if connect else secret_env,
-        pool=None if connect else pool,
-        pool_url=None if connect else pool_url,
+        pool=None if connect and not urls else pool,
+        pool_url=None if connect and not urls else pool_url,
         launch_timeout_s=episode.launch_timeout_s,
         connect_timeout_s=episode.connect_timeout_s,
         message_timeout_s=episode.message_timeout_s(),

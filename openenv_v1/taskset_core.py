@@ -5,7 +5,7 @@ eval process).
 
     prepare_eval_process(episode.server_home)   # the process-wide settings, by name
     core = TasksetCore.build(config, episode, "vf04")   # messages spelled for 0.4
-    pool = core.start_pool() if config.shares_servers() else None
+    pool = core.start_pool() if config.leases_servers() else None
     tasks = [Task(data, ...) for data in core.task_data()]   # one OpenEnvData each
     episode, opening = await open_and_reset(core.target, episode_settings, stack, data)
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from openenv_v1.core.episode.env_episode import EnvEpisode
     from openenv_v1.core.episode.turns import Turn
     from openenv_v1.core.launch.pool import ServerPool
+    from openenv_v1.core.launch.url_pool import UrlPool
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ logger = logging.getLogger(__name__)
 class OpenEnvData(vf.TaskData):
     env: str | None
     """OpenEnv environment id to launch (None when connecting to `base_url`)."""
-    base_url: str | None
+    base_url: str | list[str] | None
+    """The running server, or the list of them, that `base_url` gives."""
     use_docker: bool
     provider: str | None = None
     """Where a launched server runs (`OpenEnvConfig.provider`); None: UV or Docker."""
@@ -130,11 +132,20 @@ class TasksetCore:
         warn_unknown_reset_kwargs(target, settings.resets or [])
         return cls(settings, episode, target, secret_env, surface)
 
-    def start_pool(self) -> ServerPool:
-        """Start the shared servers' pool (its first server comes up in the pool's
-        own thread); the caller closes it."""
+    def start_pool(self) -> ServerPool | UrlPool:
+        """The desk rollouts lease their sessions from (`leases_servers()`): the
+        running servers of a `base_url` list (`UrlPool`), else the shared servers'
+        pool (its first server comes up in the pool's own thread). Both serve leases
+        with `local()` and `serve_http()`; the caller closes it."""
         from openenv_v1.core.launch.pool import ServerPool
+        from openenv_v1.core.launch.url_pool import UrlPool
 
+        if urls := self.settings.base_urls():
+            return UrlPool(
+                urls,
+                sessions_per_server=self.settings.sessions_per_server,
+                capacity_wait_s=self.episode.capacity_wait_s,
+            )
         return ServerPool(
             self.target,
             sessions_per_server=self.settings.sessions_per_server,
@@ -148,7 +159,9 @@ class TasksetCore:
         """The data of each task (`openenv_v1.core.tasks.taskset_tasks`); the env's
         own tasks are listed on a shared server from `lease` when given."""
         settings = self.settings
-        source = settings.base_url or settings.env
+        urls = settings.base_urls()
+        # A list's tasks are named after its first server.
+        source = urls[0] if urls else settings.base_url or settings.env
         try:
             planned, where = taskset_tasks(settings, source, self.target, lease)
         except EnvFailure as e:
@@ -160,7 +173,7 @@ class TasksetCore:
                 name=plan.name,
                 prompt=None,
                 env=self.target.env,
-                base_url=self.target.base_url,
+                base_url=list(urls) or self.target.base_url,
                 use_docker=self.target.use_docker,
                 provider=self.target.provider,
                 reset=plan.reset,

@@ -95,7 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ENV_ID",
         help="OpenEnv / Hugging Face Space id to launch (e.g. openenv/wordle)",
     )
-    check.add_argument("--base-url", help="a running server: connect only")
+    check.add_argument(
+        "--base-url",
+        action="append",
+        metavar="URL",
+        help="a running server: connect only; repeat it to check several (as a "
+        "base_url list spreads an eval over them): each is checked and reported, "
+        "and the exit is non-zero if any fails",
+    )
     check.add_argument("--project-path", help="local checkout of the env (no clone)")
     check.add_argument("--app", help="ASGI app to serve, e.g. pkg.server.app:app")
     check.add_argument(
@@ -284,12 +291,26 @@ def _usage_error(command: str, message: str) -> NoReturn:
 
 
 def _check(args: argparse.Namespace) -> int:
+    """`check` of the target the flags give, or of each `--base-url` in turn (each
+    report printed as it is done: text reports a blank line apart, `--json` one
+    object a line). Non-zero if any failed; 130 at once when interrupted."""
+    code = 0
+    for i, url in enumerate(args.base_url or [None]):
+        if i and not args.json:
+            print()
+        code = max(code, _check_one(args, url))
+        if code == 130:
+            break
+    return code
+
+
+def _check_one(args: argparse.Namespace, base_url: str | None) -> int:
     # openenv is imported here, not at start-up: `--help` and `demo` stay quick.
     from openenv_v1.cli.check import CheckOptions, CheckReport, run_check
     from openenv_v1.cli.check_report import Failure, describe_target
     from openenv_v1.cli.check_text import render_report
 
-    target = _target(args)
+    target = _target(args, base_url)
     options = CheckOptions(
         target=target,
         reset=args.reset,
@@ -300,7 +321,7 @@ def _check(args: argparse.Namespace) -> int:
         max_observation_chars=args.max_observation_chars,
     )
     report = CheckReport(target=describe_target(target))
-    if args.base_url and (args.env_id or args.project_path or args.app):
+    if base_url and (args.env_id or args.project_path or args.app):
         report.warnings.append(
             "--base-url connects only: ENV_ID and launch options are ignored"
         )
@@ -324,7 +345,7 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _target(args: argparse.Namespace) -> EnvTarget:
+def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
     """The `EnvTarget` a rollout with these settings would use, built from the
     settings both bindings share (`openenv_v1.settings`), with this command's flags
     named in its errors."""
@@ -346,7 +367,7 @@ def _target(args: argparse.Namespace) -> EnvTarget:
     try:
         place = EnvSettings(
             env=args.env_id,
-            base_url=args.base_url,
+            base_url=base_url,
             use_docker=args.use_docker,
             provider=args.provider,
         )

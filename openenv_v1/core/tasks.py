@@ -35,7 +35,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -331,11 +331,14 @@ def with_task_api(
     use: Callable[[TaskApi | None], _T],
 ) -> _T:
     """`use(api)` with the Task API of `target`'s server, or None when it offers
-    none. The server: `target.base_url`; else one leased with `lease()` (a shared
-    server pool's: returns its URL and the release); else a launch of its own, for
-    the listing only (`list_launched`: one more server start)."""
+    none. The server: `target.base_url`; else the first of `target.base_urls` that
+    answers; else one leased with `lease()` (a shared server pool's: returns its URL
+    and the release); else a launch of its own, for the listing only
+    (`list_launched`: one more server start)."""
     if target.base_url:
         return use(read_task_api(target.base_url))
+    if target.base_urls:
+        return use(_first_task_api(target.base_urls))
     if lease is not None:
         url, release = lease()
         try:
@@ -343,6 +346,20 @@ def with_task_api(
         finally:
             release()
     return list_launched(target, lambda url: use(read_task_api(url)))
+
+
+def _first_task_api(urls: Sequence[str]) -> TaskApi | None:
+    """The Task API of the first server of `urls` that answers (a server that is
+    down is skipped); raises the last failure when none does."""
+    failure: EnvFailure | None = None
+    for url in urls:
+        try:
+            return read_task_api(url)
+        except EnvFailure as e:
+            logger.warning("%s: cannot list the env's tasks (%s)", url, e)
+            failure = e
+    assert failure is not None
+    raise failure
 
 
 def taskset_tasks(
@@ -375,7 +392,7 @@ def taskset_tasks(
         return with_task_api(target, lease, plan)
     if settings.resets is not None:
         return plan(None)
-    if not target.base_url:
+    if not target.connects:
         source_dir = env_source_dir(target) or _project_dir(target)
         if source_dir is None or not defines_tasks(source_dir):
             return plan(None)

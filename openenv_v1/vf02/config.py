@@ -138,6 +138,17 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
             and runtime_is_local(user.runtime)
         )
 
+    def leases_servers(self) -> bool:
+        """Whether the taskset starts the desk its rollouts lease sessions from over
+        its endpoint: the shared servers (`shares_servers`), or a `base_url` list's
+        servers when the user simulator runs on this host (one elsewhere leases
+        them from a desk of its own)."""
+        from verifiers.v1.runtimes import runtime_is_local
+
+        user = self.task.user
+        here = not user.colocated and runtime_is_local(user.runtime)
+        return self.shares_servers() or bool(self.base_urls() and here)
+
     def gates_simulators(self) -> bool:
         """Whether the user simulators run on this host, where they share its memory
         and CPU (see `openenv_v1.vf02.simulator.slots`)."""

@@ -39,6 +39,7 @@ import verifiers.v1 as vf
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.pool import ServerPool
+from openenv_v1.core.launch.url_pool import UrlPool
 from openenv_v1.core.setting_names import render_settings
 from openenv_v1.taskset_core import OpenEnvData, TasksetCore, prepare_eval_process
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
@@ -179,9 +180,9 @@ def _publish(trace: vf.Trace) -> None:
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
     """One task per reset. Building the taskset settles this process for the eval
     (`prepare_eval_process`, and one TLS context for verifiers' MCP clients) and
-    builds its `TasksetCore`; when `config.shares_servers()` it starts the
-    `ServerPool`, so the first env server comes up while verifiers is still
-    starting; the pool's servers are stopped by `close()` or at process exit. With
+    builds its `TasksetCore`; when `config.leases_servers()` it starts the
+    `ServerPool` (or a `base_url` list's `UrlPool`), so the first env server comes
+    up while verifiers is still starting; the pool's servers are stopped by `close()` or at process exit. With
     simulators on this host it also picks the socket of its simulator fork server
     (`simulator_forks`), which the first rollout starts."""
 
@@ -195,8 +196,8 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             # Forks the fork server from this process now, while it has one thread
             # (before the pool's start); the first rollout hands it its socket.
             self.forks = SimulatorForks.reserve(fork_now=True)
-        self.pool: ServerPool | None = (
-            self.core.start_pool() if config.shares_servers() else None
+        self.pool: ServerPool | UrlPool | None = (
+            self.core.start_pool() if config.leases_servers() else None
         )
         self.slots = self._simulator_slots()
         self._task_config = config.task.model_copy(update={"user": self._user_config()})
@@ -257,7 +258,9 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         return url, lambda: self.pool.release(lease) if self.pool else None
 
     def load(self) -> Iterator[OpenEnvTask]:
-        lease = self._lease if self.pool is not None else None
+        # A `base_url` list's tasks are listed on its first server that answers.
+        shared = self.pool is not None and not self.config.base_urls()
+        lease = self._lease if shared else None
         for data in self.core.task_data(lease):
             task = OpenEnvTask(data, self._task_config)
             task.slots = self.slots

@@ -37,6 +37,7 @@ from openenv_v1.core import EnvEpisode, EpisodeReport
 from openenv_v1.core.episode.turns import Turn
 from openenv_v1.core.errors import EnvFailure, setup_failure
 from openenv_v1.core.launch.pool import LocalLeases, ServerPool
+from openenv_v1.core.launch.url_pool import UrlPool
 from openenv_v1.core.setting_names import render_settings
 from openenv_v1.settings import env_target
 from openenv_v1.taskset_core import TasksetCore, open_and_reset, user_message
@@ -62,7 +63,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
         self.openenv: OpenEnvConfig = self.taskset.config
         if self.openenv.tool_calls == "native":
             self._require_chat_harness(config)
-        self.pool: ServerPool | None = None
+        self.pool: ServerPool | UrlPool | None = None
         self._leases: LocalLeases | None = None
 
     def _require_chat_harness(self, config: OpenEnvEnvConfig) -> None:
@@ -79,8 +80,9 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             )
 
     async def start(self) -> None:
-        """Launch the shared env servers (UV), if rollouts share them."""
-        if self.openenv.shares_servers():
+        """Launch the shared env servers (UV), if rollouts share them, or start the
+        desk of a `base_url` list's running servers."""
+        if self.openenv.leases_servers():
             self.pool = self.core.start_pool()
             # The first server is launched from the pool's own thread, which owns
             # the servers' parent-death signal; this returns at once. Episodes run
@@ -91,7 +93,8 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 raise ValueError(render_settings(str(e), "vf04")) from None
 
     async def stop(self) -> None:
-        """Stop the shared env servers (their whole process groups)."""
+        """Stop the shared env servers (their whole process groups); a `base_url`
+        list's desk stops leasing, and its servers run on."""
         pool, self.pool, self._leases = self.pool, None, None
         if pool is not None:
             await anyio.to_thread.run_sync(pool.close)

@@ -153,7 +153,7 @@ def env_source_dir(target: EnvTarget) -> str | None:
     """The local source of the env's server, when this episode launches it from a local
     `project_path` (a Space cloned at launch, a Docker image or a `base_url` server
     has none here)."""
-    if target.base_url or target.launcher != "uv":
+    if target.connects or target.launcher != "uv":
         return None
     path = target.provider_kwargs.get("project_path")
     if isinstance(path, str) and not path.startswith("git+") and os.path.isdir(path):

@@ -22,7 +22,10 @@ from openenv_v1.core.launch.leases import PoolLeases
 class EnvTarget:
     """Where an episode's environment comes from.
 
-    `base_url` connects to a running server and ignores everything else; `pool`
+    `base_url` connects to a running server and ignores everything else;
+    `base_urls` are running servers too, leased like shared ones (from `pool` or
+    `pool_url`: a `url_pool.UrlPool`'s, else this process's `url_pool.own_desk`),
+    and nothing is launched for them either. `pool`
     (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
     another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
     Hugging Face Space id) is launched for this episode by the launcher `launcher`
@@ -34,6 +37,8 @@ class EnvTarget:
 
     env: str | None = None
     base_url: str | None = None
+    base_urls: tuple[str, ...] = ()
+    """Several running servers (`base_url` given as a list); `base_url` is None."""
     use_docker: bool = False
     provider: str | None = None
     """Where the server runs (`plan.PLACES`); None: `docker` with
@@ -54,7 +59,13 @@ class EnvTarget:
 
     @property
     def label(self) -> str:
-        return self.base_url or self.env or "<no env>"
+        return self.base_url or ", ".join(self.base_urls) or self.env or "<no env>"
+
+    @property
+    def connects(self) -> bool:
+        """Whether its servers are running ones (`base_url` or `base_urls`): nothing
+        is launched."""
+        return bool(self.base_url or self.base_urls)
 
     @property
     def launcher(self) -> str:

@@ -183,7 +183,7 @@ def check_launcher(target: EnvTarget) -> None:
     """Fail now, naming the fix, when `target`'s launcher cannot be used at all (an
     unknown provider, or one whose SDK is not installed). Nothing for a `base_url`
     target."""
-    if target.base_url:
+    if target.connects:
         return
     _, module = _place_module(target)
     preflight = getattr(module, "preflight", None)

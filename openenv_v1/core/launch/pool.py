@@ -249,12 +249,7 @@ class ServerPool:
             lease = self._leases.get(lease_id)
             if lease is None:
                 return
-            server = lease.server
-            news = server.capacity is None or server.settling()
-            server.confirmed.add(lease_id)
-            if server.capacity is not None and len(server.confirmed) > server.capacity:
-                server.capacity = len(server.confirmed)
-            if news:  # a trial slot opened, or a settling server settled a bit
+            if lease.server.confirm(lease_id):
                 self._notify_locked()
 
     def release(self, lease_id: str, lost: bool = False) -> None:
@@ -394,7 +389,9 @@ class ServerPool:
         """Launch one more server in the background; returns its plan."""
         plan = launch_plan(self._target)
         plan.launcher.run_on_owner = self._on_owner
-        server = PooledServer(plan.launcher, capacity=self._sessions_per_server)
+        server = PooledServer(
+            provider=plan.launcher, capacity=self._sessions_per_server
+        )
         self._servers.append(server)
         threading.Thread(
             target=self._bring_up,
@@ -464,11 +461,10 @@ class ServerPool:
         lease = self._drop_lease_locked(lease_id)
         if lease is None:
             return
-        server = lease.server
-        limit = max(1, len(server.confirmed))
-        if server.capacity is None or limit < server.capacity:
-            server.capacity = limit
-            logger.info("env server %s holds at most %d sessions", server.url, limit)
+        if (limit := lease.server.learn_capacity()) is not None:
+            logger.info(
+                "env server %s holds at most %d sessions", lease.server.url, limit
+            )
         self._notify_locked()
 
     def _reap_locked(self) -> None:

@@ -1,8 +1,10 @@
 """A `ServerPool`'s record of each server it launched, and what it reads about one.
 
-`PooledServer` is one launched server as the pool sees it: its provider, URL, the
-sessions it holds and has accepted, its learned session limit, its memory when it
-came up, and whether a rollout could not reach it (`suspect`). The pool changes
+`ServerSeats` is what any lease desk knows of a server (the pool's, and
+`url_pool.UrlPool`'s of servers given by URL): its URL, the sessions it holds and has
+accepted, its learned session limit, and whether a rollout could not reach it
+(`suspect`). `PooledServer` is one launched server as the pool sees it: those, its
+provider and its memory when it came up. The pool changes
 these under its own lock; nothing here locks. Beside it, what the pool reads about
 the host and a server: available memory (`available_memory`), a server's process
 group's memory (`group_rss`), one `/health` probe (`answers_health`).
@@ -29,9 +31,11 @@ PROBE_WINDOW = 16
 """Sessions on trial at once on a server whose session limit is not yet known."""
 
 
-@dataclass(eq=False)
-class PooledServer:
-    provider: Launcher
+@dataclass(eq=False, kw_only=True)
+class ServerSeats:
+    """The sessions one server holds as a lease desk sees them: a launched server of
+    the pool (`PooledServer`), or a running one given by URL (`url_pool`)."""
+
     url: str | None = None
     ready: bool = False
     capacity: int | None = None
@@ -39,8 +43,6 @@ class PooledServer:
     leases: set[str] = field(default_factory=set)
     confirmed: set[str] = field(default_factory=set)
     """Leases whose session the server accepted (a first request answered)."""
-    rss: int = 0
-    """Resident memory of its process group when it came up, in bytes."""
     suspect: bool = False
     """A rollout could not reach it: no new leases while `/health` is probed."""
 
@@ -62,13 +64,41 @@ class PooledServer:
             and len(self.confirmed) < len(self.leases)
         )
 
+    def learn_capacity(self) -> int | None:
+        """A session it was leased for was refused (`CAPACITY_REACHED`): its limit is
+        what it accepted (at least one). The new limit, or None if it was no lower."""
+        limit = max(1, len(self.confirmed))
+        if self.capacity is None or limit < self.capacity:
+            self.capacity = limit
+            return limit
+        return None
+
+    def confirm(self, lease_id: str) -> bool:
+        """The session of `lease_id` was accepted: it counts toward what the server
+        holds (a limit learned too low is raised to it). Whether waiting leases may
+        find room now (a trial slot opened, or a settling server settled a bit)."""
+        news = self.capacity is None or self.settling()
+        self.confirmed.add(lease_id)
+        if self.capacity is not None and len(self.confirmed) > self.capacity:
+            self.capacity = len(self.confirmed)
+        return news
+
+
+@dataclass(eq=False, kw_only=True)
+class PooledServer(ServerSeats):
+    """A server the pool launched: its provider, and its memory when it came up."""
+
+    provider: Launcher
+    rss: int = 0
+    """Resident memory of its process group when it came up, in bytes."""
+
     def alive(self) -> bool:
         return self.provider.running()
 
 
 @dataclass(frozen=True)
 class Lease:
-    server: PooledServer
+    server: ServerSeats
     pid: int
     """The leasing process: its leases are reclaimed once it is gone."""
 

@@ -1,9 +1,12 @@
 """Open a connected OpenEnv client: a shared server, a launch of one's own, or a base_url.
 
-Four ways, chosen by `EnvTarget` (`env_target`; importable from here too, as
+Five ways, chosen by `EnvTarget` (`env_target`; importable from here too, as
 everything here takes one):
 
 - `base_url`: connect to a running server; nothing is launched.
+- `base_urls`: several running servers, leased like shared ones from their desk
+  (`url_pool.UrlPool`: the eval's, in process or over its endpoint, else this
+  process's own); nothing is launched.
 - `pool` / `pool_url`: lease a server from a `ServerPool` (shared UV-launched
   servers), in this process or over its loopback endpoint, and open a session of
   one's own on it.
@@ -45,6 +48,7 @@ from openenv_v1.core.launch.plan import (
     launch_plan,
     launcher_label,
 )
+from openenv_v1.core.launch.url_pool import own_desk
 from openenv_v1.core.light_import import generic_client_class
 from openenv_v1.core.setting_names import setting
 
@@ -72,7 +76,7 @@ async def open_env(
     launch's `DockerLaunch` (its image, build and container)."""
     if target.base_url:
         return await _connect(target, target.base_url, stack, what="the OpenEnv server")
-    if target.pool is not None or target.pool_url:
+    if _leases_sessions(target):
         return await _open_leased(target, stack)
     if not target.env:
         raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
@@ -179,12 +183,14 @@ class EnvSession:
     one as `open_env` does (closed by the caller's stack, or by a move), and
 
     - `start_again(exc)` says whether the episode may open again after `exc` while
-      no model turn has been spent on it: only on a pool's shared servers, when its
-      server was lost (`server_lost`) and `FRESH_STARTS` are not spent;
+      no model turn has been spent on it: only on leased sessions (shared servers,
+      or the servers of `base_urls`), when its server was lost (`server_lost`) and
+      `FRESH_STARTS` are not spent;
     - `move(exc)` gives the session up for good mid-episode (the episode resumes by
       replay on the next `open()`, `core.episode.env_episode`): a lease goes back as
-      lost, a launch of the episode's own is stopped (the next `open()` launches
-      another), a base URL is connected to again.
+      lost (another server of the pool or of `base_urls` is leased next), a launch
+      of the episode's own is stopped (the next `open()` launches another), a single
+      base URL is connected to again.
 
     A lost session's lease goes back as lost, which takes its server out of the
     pool."""
@@ -195,10 +201,9 @@ class EnvSession:
         self._session: contextlib.AsyncExitStack | None = None
         self._held = Held()
         self._starts_left = FRESH_STARTS
-        self.leased = (target.pool is not None or bool(target.pool_url)) and not (
-            target.base_url
-        )
-        """Whether sessions are leased from a pool (shared servers)."""
+        self.leased = _leases_sessions(target)
+        """Whether sessions are leased: from a pool of shared servers, or from the
+        desk of `base_urls`' running servers."""
 
     async def open(self) -> Any:
         """A connected client on a new session."""
@@ -252,11 +257,26 @@ def server_lost(exc: BaseException) -> bool:
     return False
 
 
+def _leases_sessions(target: EnvTarget) -> bool:
+    """Whether `target`'s session is leased: from a pool of shared servers, or from
+    the desk of the running servers of `base_urls`."""
+    if target.base_url:
+        return False
+    return target.pool is not None or bool(target.pool_url or target.base_urls)
+
+
 def _lease_desk(target: EnvTarget) -> PoolLeases:
     if target.pool is not None:
         return target.pool
-    assert target.pool_url is not None
-    return PoolClient(target.pool_url)
+    if target.pool_url:
+        return PoolClient(target.pool_url)
+    # A process without the eval's desk (a user simulator off this host).
+    return own_desk(target.base_urls).local()
+
+
+def _servers_named(target: EnvTarget) -> str:
+    """What the servers a session is leased on are called in messages."""
+    return f"shared {target.env}" if target.env else "OpenEnv"
 
 
 async def _hand_back(pool: PoolLeases, lease: str, held: Held) -> None:
@@ -288,7 +308,7 @@ async def _open_leased(
             client = None
             try:
                 client = await _connect(
-                    target, url, session, what=f"the shared {target.env} server"
+                    target, url, session, what=f"the {_servers_named(target)} server"
                 )
                 taken = await _session_taken(target, client, url)
             except EnvFailure as e:
@@ -313,7 +333,7 @@ async def _open_leased(
             await pool.confirm(lease)
             stack.push_async_exit(session.pop_all())
             return client
-    raise EnvFailure(f"the shared {target.env} servers kept refusing sessions")
+    raise EnvFailure(f"the {_servers_named(target)} servers kept refusing sessions")
 
 
 async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
@@ -326,7 +346,7 @@ async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
         await asyncio.wait_for(client.state(), target.message_timeout_s)
     except TimeoutError as e:
         raise EnvFailure(
-            f"the shared {target.env} server at {url} did not answer a first "
+            f"the {_servers_named(target)} server at {url} did not answer a first "
             f"request within {target.message_timeout_s:.0f}s (building the "
             "env for a new session may be that slow: raise "
             f"{setting('reset_timeout_s')})"
@@ -335,7 +355,7 @@ async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
         code = server_error_code(e)
         if code is None:
             raise EnvFailure(
-                f"the shared {target.env} server at {url} failed a first "
+                f"the {_servers_named(target)} server at {url} failed a first "
                 f"request: {describe(e)}"
             ) from e
         # Any other error frame is the env's own (some envs refuse `state` before
