@@ -9,15 +9,18 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.episode.frames import Frame
 from openenv_v1.core.episode.replay import ReplayDiverged, ReplayLog
+from openenv_v1.core.launch.url_pool import UrlPool
 from tests.servers import (
     TEST_ENVS,
     free_port,
     stop,
+    uvicorn_server,
     wait_http,
     without_gradio,
     wordle_uv_servers,
@@ -148,3 +151,49 @@ def test_resume_is_a_setting_on_both_lines_on_by_default():
 
     assert EpisodeSettings().limits().resume is True
     assert EpisodeSettings(resume_lost_sessions=False).limits().resume is False
+
+
+async def test_over_three_base_urls_one_killed_mid_run_loses_nothing():
+    """Six Wordle games over three running servers, one of them SIGKILLed once every
+    game has played a guess: the games it held resume on the others, and all six
+    end solved with the reward an undisturbed game gets."""
+    with contextlib.ExitStack() as servers:
+        urls = [
+            servers.enter_context(
+                uvicorn_server("counted_wordle:app", app_dir=TEST_ENVS)
+            )
+            for _ in range(3)
+        ]
+        desk = UrlPool(urls)
+        target = EnvTarget(base_urls=urls, pool=desk.local(), connect_timeout_s=10)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                episodes = [
+                    await open_episode(target, EpisodeLimits(), stack) for _ in range(6)
+                ]
+                for episode in episodes:
+                    await episode.reset({"word": "crane"})
+                    await episode.act(GUESSES[0])
+                where = [episode.client.base_url for episode in episodes]
+                assert set(where) == set(urls), where  # spread over all three
+                killed = where[0]
+                kill_server_at(killed)
+                for episode in episodes:
+                    for guess in GUESSES[1:]:
+                        await episode.act(guess)
+        finally:
+            desk.close()
+    for before, episode in zip(where, episodes, strict=True):
+        report = episode.report
+        assert (report.error, report.done, report.steps) == (None, True, 3)
+        assert report.reward == 1.0
+        moved = [r["server"] for r in report.resumes]
+        if before == killed:
+            assert len(moved) == 1 and moved[0] != killed, report.resumes
+        else:
+            assert moved == [], report.resumes
+
+
+def kill_server_at(url: str) -> None:
+    """SIGKILL the counted Wordle server at `url` (tests/envs/counted_wordle.py)."""
+    os.kill(int(httpx.get(f"{url}/test/pid", timeout=10).text), signal.SIGKILL)
