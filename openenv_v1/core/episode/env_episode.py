@@ -16,6 +16,9 @@
   and so does any error nothing here foresaw (never a raw exception);
 - the step reward is added to `report.reward` as it arrives (`report.EpisodeReport`),
   so what was earned stays known whatever happens next;
+- a reset that leaves no episode to play (`view.reset_refusal`: `done` at once, or a
+  reply that says it failed) fails the episode, counted as `ended_at_reset`; the
+  failure says what the launch lacks when the env's own files tell (`explain`);
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
   call, or a session the server closed between calls, ends the episode rather than
   letting the client reconnect to a fresh session;
@@ -75,7 +78,12 @@ from openenv_v1.core.episode.schema import (
 )
 from openenv_v1.core.episode.step_errors import env_is_broken, illegal_action
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
-from openenv_v1.core.episode.view import shows_nothing, task_from_state, tool_error
+from openenv_v1.core.episode.view import (
+    reset_refusal,
+    shows_nothing,
+    task_from_state,
+    tool_error,
+)
 from openenv_v1.core.errors import (
     EnvFailure,
     clear_error_frame,
@@ -145,6 +153,11 @@ class EnvEpisode:
         self.start_again: Callable[[BaseException], Awaitable[bool]] | None = None
         """Given a reset's failure: whether the episode moved to a fresh session
         (`open_episode` sets it; `EnvSession.start_again`)."""
+        self.explain: Callable[[str, bool], str] = _as_it_is
+        """A failure's text with what the launch lacks, by what the env's own files
+        say (`taskset_core.open_and_reset` sets it); its flag is True for a reset
+        that left no episode (always explained), False for a failure later (only
+        when the text names what lacks)."""
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -162,6 +175,10 @@ class EnvEpisode:
                 if self.start_again is None or not await self.start_again(e):
                     raise
         self.report.add_reset(result, time.perf_counter() - started)
+        if (
+            refusal := reset_refusal(result.observation or {}, result.done)
+        ) is not None:
+            return self._ended_at_reset(refusal)
         self._reset_at = time.monotonic()
         await self._relist_tools()
         self._last_observation = result.observation or {}
@@ -431,12 +448,32 @@ class EnvEpisode:
 
     def _failed(self, message: str) -> Turn:
         message = redact(message, self.secrets)
-        self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
+        self.report.fail(
+            self.explain(
+                f"{self.label}: {message} (after {self.report.steps} steps)", False
+            )
+        )
+        return self._over(message)
+
+    def _ended_at_reset(self, refusal: str) -> Turn:
+        """The reset left no episode to play: the episode fails, counted as
+        `ended_at_reset`, with what the launch lacks when the env's files tell."""
+        refusal = redact(refusal, self.secrets)
+        self.report.end_at_reset(
+            self.explain(f"{self.label}: {refusal}; it cannot be played", True)
+        )
+        return self._over(refusal)
+
+    def _over(self, message: str) -> Turn:
         turn = self.turns.message(
             f"The environment failed: {message}. The episode is over."
         )
         turn.failed = True
         return turn
+
+
+def _as_it_is(text: str, at_reset: bool) -> str:
+    return text
 
 
 def _session_closed(client: Any) -> bool:

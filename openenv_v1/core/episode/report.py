@@ -72,6 +72,9 @@ class EpisodeReport:
 
     reset_reward: float | None = None
     """The reward the reset gave, if any."""
+    ended_at_reset: bool = False
+    """The env's reset left no episode to play (`view.reset_refusal`): it ended the
+    episode there, or said it failed; the episode failed with `error` saying so."""
 
     @property
     def scored(self) -> bool:
@@ -130,9 +133,16 @@ class EpisodeReport:
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
 
+    def end_at_reset(self, message: str) -> None:
+        """The reset left no episode to play (`ended_at_reset`): it fails with
+        `message`."""
+        self.ended_at_reset = True
+        self.fail(message)
+
     def info(self) -> dict[str, Any]:
         """The account as the trace's `info["openenv"]` shows it: reward, steps,
-        invalid actions, stop reason, and the named signals when there are any."""
+        invalid actions, stop reason, and the named signals, the rewards outside the
+        declared range and `ended_at_reset` when there are any."""
         info: dict[str, Any] = {
             "reward": self.final_reward(),
             "reward_mode": self.reward_mode,
@@ -145,6 +155,8 @@ class EpisodeReport:
             info["signals"] = dict(self.signals)
         if self.rewards_outside:
             info["rewards_outside_range"] = self.rewards_outside
+        if self.ended_at_reset:
+            info["ended_at_reset"] = True
         return info
 
     def timing(self) -> dict[str, Any]:
