@@ -7,9 +7,11 @@ and says how to forward the key in its own flags. The 0.4 eval is
 tests/vf04/test_vf_ended_at_reset.py; the scanning itself, tests/test_env_variables.py.
 """
 
+import argparse
 import json
 import os
 
+from openenv_v1.cli import demo
 from tests.servers import (
     TEST_ENVS,
     model_flags,
@@ -65,10 +67,11 @@ def test_check_plays_the_env_once_its_key_is_forwarded_and_names_the_token():
     assert "`--forward-env`" in warning and KEY not in warning
 
 
-def test_eval_counts_the_episodes_that_ended_at_their_reset(tmp_path):
+def test_eval_counts_the_episodes_that_ended_at_their_reset(tmp_path, capsys):
     """Each episode fails, its error saying the env ended it at its reset and how
     to forward the key in the eval's own flags; metric `openenv_ended_at_reset`
-    and `info.openenv.ended_at_reset` count it."""
+    and `info.openenv.ended_at_reset` count it, and so does `openenv-v1 demo`'s
+    summary of these traces."""
     kwargs = json.dumps({"project_path": str(KEYED_PROJECT), "app": KEYED_APP})
     with policy_server("script", script=["go"]) as policy:
         proc, traces = run_eval(
@@ -92,3 +95,15 @@ def test_eval_counts_the_episodes_that_ended_at_their_reset(tmp_path):
         assert trace["metrics"]["openenv_ended_at_reset"] == 1.0
         assert trace["info"]["openenv"]["ended_at_reset"] is True
         assert trace["info"]["openenv"]["steps"] == 0
+    (path,) = tmp_path.glob("outputs/*/*/traces.jsonl")
+    assert_demo_summary_counts(path, capsys)
+
+
+def assert_demo_summary_counts(path, capsys) -> None:
+    """`openenv-v1 demo`'s summary of the traces at `path` (either line's), two
+    episodes that both ended at their reset, says so."""
+    assert demo.summarize(demo.read_traces(path)).ended_at_reset == 2
+    args = argparse.Namespace(episodes=2, concurrency=1)
+    assert demo._report(args, path.parent, 0, 1.0, 1.0) == 1  # errors: not OK
+    out = capsys.readouterr().out
+    assert "  at reset      2 of 2 (the env ended the episode at its reset" in out
