@@ -67,6 +67,45 @@ def test_check_plays_the_env_once_its_key_is_forwarded_and_names_the_token():
     assert "`--forward-env`" in warning and KEY not in warning
 
 
+def test_check_fails_a_step_whose_reply_says_it_lacks_a_variable():
+    proc = keyed_check(
+        *("--forward-env", KEY, "--action", "upload"),
+        env={**without_key(), KEY: f"tsk-{os.getpid()}"},
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr[-2000:]
+    assert "result      FAILED at step" in out, out
+    assert f"the env's step failed: {TOKEN} is not set on the server" in out
+    assert f"reads {TOKEN} (read in server/app.py)" in out
+    assert "forward it by name with `--forward-env`" in out
+
+
+def test_eval_fails_an_episode_whose_step_lacks_a_variable(tmp_path):
+    """No model can fix a missing token: the episode fails at that step, naming
+    the token and the eval's flag, instead of playing on."""
+    kwargs = json.dumps({"project_path": str(KEYED_PROJECT), "app": KEYED_APP})
+    with policy_server("script", script=["upload"]) as policy:
+        proc, traces = run_eval(
+            [
+                *("openenv-v1", "--taskset.env", "local/keyed"),
+                *("--taskset.task.user.provider-kwargs", kwargs),
+                *("--taskset.task.user.forward-env", json.dumps([KEY])),
+                *("--no-rich", *model_flags(policy)),
+            ],
+            tmp_path,
+            env={KEY: f"tsk-{os.getpid()}", TOKEN: ""},
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trace,) = traces
+    (error,) = trace["errors"]
+    message = error["message"]
+    assert f"the step failed on what the env lacks: {TOKEN} is not set" in message
+    assert f"reads {TOKEN} (read in server/app.py)" in message
+    assert "`--taskset.task.user.forward-env`" in message
+    assert trace["metrics"]["openenv_ended_at_reset"] == 0.0
+    assert trace["info"]["openenv"]["steps"] == 1
+
+
 def test_eval_counts_the_episodes_that_ended_at_their_reset(tmp_path, capsys):
     """Each episode fails, its error saying the env ended it at its reset and how
     to forward the key in the eval's own flags; metric `openenv_ended_at_reset`

@@ -18,7 +18,9 @@
   so what was earned stays known whatever happens next;
 - a reset that leaves no episode to play (`view.reset_refusal`: `done` at once, or a
   reply that says it failed) fails the episode, counted as `ended_at_reset`; the
-  failure says what the launch lacks when the env's own files tell (`explain`);
+  failure says what the launch lacks when the env's own files tell (`explain`),
+  and so does a step whose failed reply names a variable the launch lacks (it fails
+  the episode: no model can fix that);
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
   call, or a session the server closed between calls, ends the episode rather than
   letting the client reconnect to a fresh session;
@@ -80,6 +82,7 @@ from openenv_v1.core.episode.step_errors import env_is_broken, illegal_action
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
 from openenv_v1.core.episode.view import (
     reset_refusal,
+    said_failure,
     shows_nothing,
     task_from_state,
     tool_error,
@@ -157,7 +160,8 @@ class EnvEpisode:
         """A failure's text with what the launch lacks, by what the env's own files
         say (`taskset_core.open_and_reset` sets it); its flag is True for a reset
         that left no episode (always explained), False for a failure later (only
-        when the text names what lacks)."""
+        when the text names what lacks). The text comes back unchanged when there
+        is nothing to add."""
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -330,7 +334,19 @@ class EnvEpisode:
             return await self._refused(e)
         seconds = time.perf_counter() - started
         self.report.add_step(result, seconds, self.limits.reward_range)
+        if (lacks := self._lacks(result.observation or {})) is not None:
+            return self._failed(lacks)
         return self._turn_after(result.observation or {})
+
+    def _lacks(self, observation: dict[str, Any]) -> str | None:
+        """Why a step failed on what the launch does not pass, or None: a failed
+        tool call or a reply that says it failed (`said_failure`) whose text names a
+        variable the env's own files read and the launch lacks (`explain` adds to
+        it). No model can fix that; any other failed reply is the model's to read."""
+        said = tool_error(observation) or said_failure(observation)
+        if said is None or self.explain(said, False) == said:
+            return None
+        return f"the step failed on what the env lacks: {said}"
 
     def _cannot_step(self) -> str | None:
         """Why no step may be sent: the session is closed, or the budget spent."""

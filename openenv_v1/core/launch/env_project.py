@@ -218,9 +218,8 @@ def lacking_variables(
     `passed` (`passed_variables`); none without a folder."""
     if source_dir is None:
         return ()
-    return tuple(
-        v for v in EnvProject.read(source_dir).variables() if v.name not in passed
-    )
+    found = _variables(str(Path(source_dir).resolve()))
+    return tuple(v for v in found if v.name not in passed)
 
 
 def forward_advice(lacking: Sequence[EnvVariable]) -> str:

@@ -4,9 +4,10 @@ Its reset reads `TEST_SERVICE_API_KEY` from the server's environment (listed in
 `.env.example`, as OpenEnv's jupyter_env lists `E2B_API_KEY`). Without it the reset
 ends the episode at once (`done`, no reward) and says why only in `metadata`, which
 openenv-core 0.3.0 servers strip from `/ws` replies. With it the episode is one step:
-any command pays 1.0 and ends it. The step also reads `TEST_SERVICE_UPLOAD_TOKEN`,
-which it can do without (as opencode_env's reset does without `E2B_API_KEY`). No
-value is ever shown.
+any command pays 1.0 and ends it, but `upload`, which needs
+`TEST_SERVICE_UPLOAD_TOKEN` too: without it, the step's reply says it failed
+(`metadata.status` "error", naming the token), as opencode_env's `run_rollout` tool
+does without `E2B_API_KEY` (its reset needs none). No value is ever shown.
 """
 
 import os
@@ -49,9 +50,17 @@ class KeyedEnvironment(Environment):
 
     def step(self, action: KeyedAction, timeout_s=None, **kwargs: Any):
         self._state.step_count += 1
-        uploaded = bool(os.getenv("TEST_SERVICE_UPLOAD_TOKEN"))
-        message = "Done; uploaded." if uploaded else "Done."
-        return KeyedObservation(message=message, done=True, reward=1.0)
+        if action.command == "upload" and not os.getenv("TEST_SERVICE_UPLOAD_TOKEN"):
+            return KeyedObservation(
+                message="The upload failed.",
+                done=False,
+                reward=None,
+                metadata={
+                    "status": "error",
+                    "error": "TEST_SERVICE_UPLOAD_TOKEN is not set on the server",
+                },
+            )
+        return KeyedObservation(message="Done.", done=True, reward=1.0)
 
     @property
     def state(self) -> State:
