@@ -334,19 +334,9 @@ class EnvEpisode:
             return await self._refused(e)
         seconds = time.perf_counter() - started
         self.report.add_step(result, seconds, self.limits.reward_range)
-        if (lacks := self._lacks(result.observation or {})) is not None:
+        if (lacks := _lacking(result.observation or {}, self.explain)) is not None:
             return self._failed(lacks)
         return self._turn_after(result.observation or {})
-
-    def _lacks(self, observation: dict[str, Any]) -> str | None:
-        """Why a step failed on what the launch does not pass, or None: a failed
-        tool call or a reply that says it failed (`said_failure`) whose text names a
-        variable the env's own files read and the launch lacks (`explain` adds to
-        it). No model can fix that; any other failed reply is the model's to read."""
-        said = tool_error(observation) or said_failure(observation)
-        if said is None or self.explain(said, False) == said:
-            return None
-        return f"the step failed on what the env lacks: {said}"
 
     def _cannot_step(self) -> str | None:
         """Why no step may be sent: the session is closed, or the budget spent."""
@@ -490,6 +480,19 @@ class EnvEpisode:
 
 def _as_it_is(text: str, at_reset: bool) -> str:
     return text
+
+
+def _lacking(
+    observation: dict[str, Any], explain: Callable[[str, bool], str]
+) -> str | None:
+    """Why a step failed on what the launch does not pass, or None: a failed tool
+    call or a reply that says it failed (`said_failure`) whose text names a variable
+    the env's own files read and the launch lacks (`explain` adds to it). No model
+    can fix that; any other failed reply is the model's to read."""
+    said = tool_error(observation) or said_failure(observation)
+    if said is None or explain(said, False) == said:
+        return None
+    return f"the step failed on what the env lacks: {said}"
 
 
 def _session_closed(client: Any) -> bool:
