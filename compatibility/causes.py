@@ -36,6 +36,10 @@ ENV_NEEDS = [
     ),
     (r"huggingface|hf_hub|HF_TOKEN", "env's own need (Hugging Face)"),
     (r"API_KEY|api key", "env's own need (an API key)"),
+    (
+        r"ended the episode at its reset|the env's reset failed",
+        "env's own (its reset refused the episode)",
+    ),
     (r"nltk|NLTK", "env's own need (NLTK data)"),
     (r"playwright|chromium|Executable doesn't exist", "env's own need (a browser)"),
     (r"SUMO_HOME", "env's own need (the SUMO simulator)"),

@@ -23,6 +23,7 @@ verifiers is imported only for the two types its lines define alike (`vf.TaskDat
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,8 +35,10 @@ from openenv_v1.core.episode.env_episode import (
     open_episode,
     warn_unknown_reset_kwargs,
 )
+from openenv_v1.core.episode.env_source import env_source_dir
 from openenv_v1.core.episode.report import ToolCalls
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.env_project import explain_lacking, passed_variables
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.plan import check_launcher
 from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
@@ -192,7 +195,10 @@ async def open_and_reset(
 ) -> tuple[EnvEpisode, Turn]:
     """Open the episode of task `data` on `target` (closed by `stack`; it redacts
     the target's forwarded values) and reset it: the episode and its opening turn.
-    Raises whatever failed; the binding says so in its own terms."""
+    Raises whatever failed; the binding says so in its own terms. Its failures say
+    which variables the env's own files read that the launch does not pass
+    (`env_project.explain_lacking`): a reset that left no episode always, any
+    other failure when it names one."""
     episode = await open_episode(
         target,
         settings.limits(),
@@ -202,7 +208,15 @@ async def open_and_reset(
         max_observation_chars=settings.max_observation_chars,
         tool_calls=data.tool_calls,
     )
-    return episode, await episode.reset(reset_kwargs(data.reset, data.seed))
+    episode.explain = functools.partial(
+        explain_lacking,
+        source_dir=env_source_dir(target),
+        passed=passed_variables(target.provider_kwargs, settings.forward_env),
+    )
+    try:
+        return episode, await episode.reset(reset_kwargs(data.reset, data.seed))
+    except EnvFailure as e:
+        raise EnvFailure(episode.explain(str(e), False)) from e
 
 
 def user_message(turn: Turn) -> vf.UserMessage:

@@ -15,8 +15,10 @@ Stages, in order; the first failure ends the check:
     schema             the action schema; for an MCP env, its tools (and whether its
                        calls go as steps or, on openenv-core 0.2.2, as JSON-RPC)
     reset              reset(**reset) on the rollout's session: the first observation,
-                       and the turn the model gets (text length, images, cuts)
-    step               one --action, parsed like a model reply, stepped (and its turn)
+                       and the turn the model gets (text length, images, cuts); a
+                       reset that leaves no episode to play fails the check
+    step               one --action, parsed like a model reply, stepped (and its
+                       turn); a reply that says it failed fails the check
     seed check         the same reset (and action) on a fresh session: same results?
                        Without a seed in the reset: does the env honour seeds (seed 1
                        twice, then seed 2)?
@@ -36,6 +38,14 @@ shown from the session's state as a rollout does (`EnvEpisode._task_from_state`)
 a warning; with nothing there either, the warning says the task never reaches the
 model. An MCP env's tools are listed again after the reset (as a rollout does); none
 then is a failure.
+
+An env that cannot play is never OK: a reset whose reply ends the episode (`done`)
+or says it failed (`view.reset_refusal`, the rollout's own rule: such an episode
+fails), or a step whose reply says it failed (`view.said_failure`: a `status` of
+"error") or names a variable the env reads that the check does not pass, fails the
+check. Its failure names what the env's own files say it reads and the launch does
+not pass, with `--forward-env` (`env_project.explain_lacking`); when the reset
+plays, credentials among them are still named, as a warning.
 
 The stages are data: `STAGES` names each, its function and the report field its
 typed summary fills, and one loop runs them. They live beside this file:

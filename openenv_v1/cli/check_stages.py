@@ -35,7 +35,12 @@ from openenv_v1.core.episode.env_source import env_source_dir, read_reset_params
 from openenv_v1.core.episode.mcp_route import SessionRpcClient, locked_core_version
 from openenv_v1.core.episode.schema import ActionSpec, fetch_action_spec, relist_tools
 from openenv_v1.core.episode.turns import TurnRenderer
-from openenv_v1.core.episode.view import shows_nothing, task_from_state
+from openenv_v1.core.episode.view import (
+    reset_refusal,
+    said_failure,
+    shows_nothing,
+    task_from_state,
+)
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -43,6 +48,15 @@ from openenv_v1.core.errors import (
     server_error_details,
     server_error_message,
 )
+from openenv_v1.core.launch.env_project import (
+    EnvVariable,
+    explain_lacking,
+    forward_advice,
+    lacking_variables,
+    named_in,
+    passed_variables,
+)
+from openenv_v1.core.setting_names import render_settings
 from openenv_v1.core.tasks import read_task_api
 
 
@@ -208,9 +222,19 @@ async def play_reset(run: CheckRun) -> ResetPlayed:
     tool server in reset)."""
     options, report = run.options, run.report
     await asyncio.to_thread(_check_reset_keys, options, report)
-    run.first = first = await stage_call(
-        "reset", run.client.reset(**options.reset), run.timeout_s, run.client
-    )
+    try:
+        run.first = first = await stage_call(
+            "reset", run.client.reset(**options.reset), run.timeout_s, run.client
+        )
+    except StageFailed as e:
+        raise StageFailed(await _explained(run, str(e), False)) from e
+    if refusal := reset_refusal(first.observation or {}, bool(first.done)):
+        raise StageFailed(
+            await _explained(
+                run, f"{refusal}; no episode can be played (a rollout fails here)", True
+            )
+        )
+    await _warn_lacking_credentials(run)
     if run.spec.is_mcp:
         run.spec = await relist_tools(run.client, run.url, run.spec, run.timeout_s)
         report.tools = tool_infos(run.spec)
@@ -220,8 +244,6 @@ async def play_reset(run: CheckRun) -> ResetPlayed:
                 "(every call would be refused as an unknown tool)"
             )
     opening = await _visible_task(run, first.observation or {})
-    if options.action is not None and first.done:
-        report.warnings.append("reset reported done, so --action was not stepped")
     turn = run.turns.opening(opening, run.spec)
     return ResetPlayed(*played(first, turn), kwargs=options.reset)
 
@@ -239,11 +261,62 @@ async def play_step(run: CheckRun) -> StepPlayed:
         run.action = action = parse_action(run.options.action, run.spec)
     except InvalidAction as e:
         raise StageFailed(f"--action is not a valid action: {e}") from e
-    run.stepped = stepped = await stage_call(
-        "step", run.client.step(action), run.timeout_s, run.client
-    )
-    turn = run.turns.observation(stepped.observation or {})
+    try:
+        run.stepped = stepped = await stage_call(
+            "step", run.client.step(action), run.timeout_s, run.client
+        )
+    except StageFailed as e:
+        raise StageFailed(await _explained(run, str(e), False)) from e
+    observation = stepped.observation or {}
+    if said := said_failure(observation):
+        raise StageFailed(
+            await _explained(run, f"the env's step failed: {said}", False)
+        )
+    shown = json.dumps(observation, default=str)
+    if named := named_in(shown, await asyncio.to_thread(_lacking, run)):
+        names = ", ".join(v.name for v in named)
+        raise StageFailed(
+            await _explained(
+                run, f"the step's reply names {names}: {shown[:300]}", False
+            )
+        )
+    turn = run.turns.observation(observation)
     return StepPlayed(*played(stepped, turn), action=action)
+
+
+def _lacking(run: CheckRun) -> tuple[EnvVariable, ...]:
+    """The variables the env folder says it reads that this check does not pass."""
+    target = run.options.target
+    passed = passed_variables(target.provider_kwargs, target.secret_env)
+    return lacking_variables(env_source_dir(target), passed)
+
+
+async def _explained(run: CheckRun, text: str, at_reset: bool) -> str:
+    """`text` with what the launch lacks (`env_project.explain_lacking`), as a
+    rollout's failure says it."""
+    target = run.options.target
+    return await asyncio.to_thread(
+        explain_lacking,
+        text,
+        at_reset,
+        source_dir=env_source_dir(target),
+        passed=passed_variables(target.provider_kwargs, target.secret_env),
+    )
+
+
+async def _warn_lacking_credentials(run: CheckRun) -> None:
+    """A reset that played: still name the credentials the env reads and this check
+    does not pass (an env may need one only on a step, or in a tool)."""
+    credentials = [v for v in await asyncio.to_thread(_lacking, run) if v.credential]
+    if credentials:
+        run.report.warnings.append(
+            render_settings(
+                f"{forward_advice(credentials)}; the reset played without "
+                f"{'it' if len(credentials) == 1 else 'them'}, but an episode that "
+                "needs one will fail",
+                "check",
+            )
+        )
 
 
 def _check_reset_keys(options: CheckOptions, report: CheckReport) -> None:

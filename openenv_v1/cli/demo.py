@@ -60,6 +60,8 @@ class Summary:
     mean_steps: float
     mean_turns: float
     errors: list[str]
+    ended_at_reset: int = 0
+    """Episodes the env ended at their reset (metric `openenv_ended_at_reset`)."""
 
 
 def summarize(traces: list[dict[str, Any]]) -> Summary:
@@ -75,8 +77,11 @@ def summarize(traces: list[dict[str, Any]]) -> Summary:
     def mean(values: list[float]) -> float:
         return sum(values) / len(values) if values else 0.0
 
+    def metric(trace: dict[str, Any], name: str) -> float:
+        return float((trace.get("metrics") or {}).get(name, 0) or 0)
+
     rewards = [reward(t) for t in traces]
-    steps = [float((t.get("metrics") or {}).get("openenv_steps", 0)) for t in traces]
+    steps = [metric(t, "openenv_steps") for t in traces]
     turns = [float(len(t.get("calls") or ())) for t in traces]
     errors = [
         str(e.get("message") or e) if isinstance(e, dict) else str(e)
@@ -90,6 +95,7 @@ def summarize(traces: list[dict[str, Any]]) -> Summary:
         mean_steps=mean(steps),
         mean_turns=mean(turns),
         errors=errors,
+        ended_at_reset=sum(metric(t, "openenv_ended_at_reset") >= 1 for t in traces),
     )
 
 
@@ -389,6 +395,14 @@ def _report(
         ("wall time", f"{wall_s:.1f}s (eval {eval_s:.1f}s)"),
         ("traces", str(traces_path) if traces_path.exists() else "(none written)"),
     ]
+    if summary.ended_at_reset:
+        rows.append(
+            (
+                "at reset",
+                f"{summary.ended_at_reset} of {summary.episodes} (the env ended the "
+                "episode at its reset: it could not be played)",
+            )
+        )
     if summary.errors:
         rows.append(("errors", f"{len(summary.errors)}: {summary.errors[0]}"))
     print("\nopenenv-v1 demo summary")

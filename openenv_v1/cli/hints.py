@@ -17,6 +17,14 @@ _Applies = Literal["any", "base_url", "launch"]
 
 # (pattern, hint or None (the error says its fix), when it applies), first match wins.
 _HINTS: list[tuple[str, str | None, _Applies]] = [
+    (r"forward .* by name with `--forward-env`", None, "any"),
+    (
+        r"ended the episode at its reset|the env's (reset|step) failed",
+        "the env refused to play: its own code says why (a reset reply's `metadata`, "
+        "which openenv-core 0.3.0 servers strip; the server's log); a credential it "
+        "reads goes in with --forward-env, a reset kwarg it needs with --reset",
+        "any",
+    ),
     (
         r"the env needs Python",
         "install the Python the env asks for (`uv python install <version>` where "

@@ -15,7 +15,9 @@ The user simulator (`OpenEnvUser`) plays the episode and keeps its account on th
 rollout state; the task turns that account into the reward (`openenv_reward`, the sum
 of step rewards), stop conditions (`openenv_done`, `openenv_invalid_actions`) and
 metrics. An environment failure ends the rollout with a `UserError` naming the cause,
-after what was earned has been written to `trace.info["openenv"]` and the metrics.
+after what was earned has been written to `trace.info["openenv"]` and the metrics;
+an episode whose reset left nothing to play is such a failure, and metric
+`openenv_ended_at_reset` (1) counts it.
 
 With native tool calling (`tool_calls="native"`) the taskset also declares the eval's
 tool server, `OpenEnvTools` (`openenv_v1.vf02.tools`), which forwards the model's tool calls
@@ -94,7 +96,9 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         self._note_model_turns(trace)
         _publish(trace)
         if report.error:
-            raise env_broke(report.error)
+            # A failed rollout is not scored: its metric is recorded here.
+            trace.record_metric("openenv_ended_at_reset", float(report.ended_at_reset))
+            raise env_broke(render_settings(report.error, "vf02"))
         return report.stop_reason == "done"
 
     @vf.stop
@@ -139,6 +143,13 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     async def openenv_rewards_outside_range(self, trace: vf.Trace) -> float:
         """Step rewards outside the range the env's openenv.yaml declares."""
         return float(trace.state.account.rewards_outside)
+
+    @vf.metric
+    async def openenv_ended_at_reset(self, trace: vf.Trace) -> float:
+        """1 for an episode the env's reset left nothing to play (it ended it there,
+        or said it failed): such a rollout fails, and is recorded by the stop that
+        raises its error; 0 here, for every rollout that is scored."""
+        return float(trace.state.account.ended_at_reset)
 
     @vf.metric
     async def openenv_steps(self, trace: vf.Trace) -> float:

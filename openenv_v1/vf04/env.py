@@ -23,7 +23,9 @@ the length limit is no action).
 The account (`openenv_reward` = summed step rewards, stop `openenv_done` or
 `openenv_invalid_actions`, the metrics, `info["openenv"]`) is written onto the trace
 on every path, so an env failure keeps what was earned; it then fails the rollout
-with an error naming the cause.
+with an error naming the cause. An episode whose reset left nothing to play (the env
+ended it there, or said it failed) is such a failure, counted by metric
+`openenv_ended_at_reset`.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 finally:
                     record(interaction.trace, report)
                 if report.error is not None:
-                    raise OpenEnvError(report.error)
+                    raise OpenEnvError(render_settings(report.error, "vf04"))
 
     async def _play(
         self, interaction: vf.Interaction, episode: EnvEpisode, turn: Turn
@@ -169,13 +171,14 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
     trace.record_metric("openenv_unscored", 0.0 if report.scored else 1.0)
     trace.record_metric("openenv_rewards_outside_range", report.rewards_outside)
     trace.record_metric("openenv_steps", report.steps)
+    trace.record_metric("openenv_ended_at_reset", float(report.ended_at_reset))
     trace.record_metric("openenv_invalid_action_count", report.invalid_actions)
     trace.record_metric("openenv_resumed", len(report.resumes))
     for name, value in report.signals.items():
         trace.record_metric(f"openenv_signal_{name}", value)
     info = report.info()
     if report.error is not None:
-        info["error"] = report.error
+        info["error"] = render_settings(report.error, "vf04")
     trace.info["openenv"] = info
     trace.info["openenv_timing"] = report.timing()
 

@@ -16,6 +16,11 @@
   and so does any error nothing here foresaw (never a raw exception);
 - the step reward is added to `report.reward` as it arrives (`report.EpisodeReport`),
   so what was earned stays known whatever happens next;
+- a reset that leaves no episode to play (`view.reset_refusal`: `done` at once, or a
+  reply that says it failed) fails the episode, counted as `ended_at_reset`; the
+  failure says what the launch lacks when the env's own files tell (`explain`),
+  and so does a step whose failed reply names a variable the launch lacks (it fails
+  the episode: no model can fix that);
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
   call ends the episode; a step is never sent twice to a live session;
 - a session lost after the first model turn (its connection refused, reset or
@@ -82,7 +87,13 @@ from openenv_v1.core.episode.schema import (
 )
 from openenv_v1.core.episode.step_errors import env_is_broken, illegal_action
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
-from openenv_v1.core.episode.view import shows_nothing, task_from_state, tool_error
+from openenv_v1.core.episode.view import (
+    reset_refusal,
+    said_failure,
+    shows_nothing,
+    task_from_state,
+    tool_error,
+)
 from openenv_v1.core.errors import (
     EnvFailure,
     clear_error_frame,
@@ -160,6 +171,12 @@ class EnvEpisode:
         one (`open_episode` sets it; `EnvSession.move`); the replay is ours."""
         self._log: ReplayLog | None = None
         self._resumes_left = MAX_RESUMES
+        self.explain: Callable[[str, bool], str] = _as_it_is
+        """A failure's text with what the launch lacks, by what the env's own files
+        say (`taskset_core.open_and_reset` sets it); its flag is True for a reset
+        that left no episode (always explained), False for a failure later (only
+        when the text names what lacks). The text comes back unchanged when there
+        is nothing to add."""
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
@@ -177,6 +194,10 @@ class EnvEpisode:
                 if self.start_again is None or not await self.start_again(e):
                     raise
         self.report.add_reset(result, time.perf_counter() - started)
+        if (
+            refusal := reset_refusal(result.observation or {}, result.done)
+        ) is not None:
+            return self._ended_at_reset(refusal)
         self._log = ReplayLog(dict(kwargs))
         self._log.saw_reset(result)
         self._reset_at = time.monotonic()
@@ -334,6 +355,8 @@ class EnvEpisode:
         self.report.add_step(result, seconds, self.limits.reward_range)
         if self._log is not None:
             self._log.saw_step(action, result)
+        if (lacks := _lacking(result.observation or {}, self.explain)) is not None:
+            return self._failed(lacks)
         return self._turn_after(result.observation or {})
 
     async def _step_resuming(self, action: dict[str, Any]) -> Frame:
@@ -528,7 +551,23 @@ class EnvEpisode:
 
     def _failed(self, message: str) -> Turn:
         message = redact(message, self.secrets)
-        self.report.fail(f"{self.label}: {message} (after {self.report.steps} steps)")
+        self.report.fail(
+            self.explain(
+                f"{self.label}: {message} (after {self.report.steps} steps)", False
+            )
+        )
+        return self._over(message)
+
+    def _ended_at_reset(self, refusal: str) -> Turn:
+        """The reset left no episode to play: the episode fails, counted as
+        `ended_at_reset`, with what the launch lacks when the env's files tell."""
+        refusal = redact(refusal, self.secrets)
+        self.report.end_at_reset(
+            self.explain(f"{self.label}: {refusal}; it cannot be played", True)
+        )
+        return self._over(refusal)
+
+    def _over(self, message: str) -> Turn:
         turn = self.turns.message(
             f"The environment failed: {message}. The episode is over."
         )
@@ -538,6 +577,23 @@ class EnvEpisode:
 
 class SessionClosed(ConnectionError):
     """The server closed the episode's session between two calls."""
+
+
+def _as_it_is(text: str, at_reset: bool) -> str:
+    return text
+
+
+def _lacking(
+    observation: dict[str, Any], explain: Callable[[str, bool], str]
+) -> str | None:
+    """Why a step failed on what the launch does not pass, or None: a failed tool
+    call or a reply that says it failed (`said_failure`) whose text names a variable
+    the env's own files read and the launch lacks (`explain` adds to it). No model
+    can fix that; any other failed reply is the model's to read."""
+    said = tool_error(observation) or said_failure(observation)
+    if said is None or explain(said, False) == said:
+        return None
+    return f"the step failed on what the env lacks: {said}"
 
 
 def _session_closed(client: Any) -> bool:

@@ -78,6 +78,9 @@ class EpisodeReport:
     resumes: list[dict[str, Any]] = field(default_factory=list)
     """Each resume by replay after a lost session: after how many steps, how many
     were replayed (the same number), its seconds, and the server it moved to."""
+    ended_at_reset: bool = False
+    """The env's reset left no episode to play (`view.reset_refusal`): it ended the
+    episode there, or said it failed; the episode failed with `error` saying so."""
 
     @property
     def scored(self) -> bool:
@@ -142,9 +145,16 @@ class EpisodeReport:
     def fail(self, message: str) -> None:
         self.done, self.stop_reason, self.error = True, "error", message
 
+    def end_at_reset(self, message: str) -> None:
+        """The reset left no episode to play (`ended_at_reset`): it fails with
+        `message`."""
+        self.ended_at_reset = True
+        self.fail(message)
+
     def info(self) -> dict[str, Any]:
         """The account as the trace's `info["openenv"]` shows it: reward, steps,
-        invalid actions, stop reason, and the named signals when there are any."""
+        invalid actions, stop reason, and the named signals, the rewards outside the
+        declared range and `ended_at_reset` when there are any."""
         info: dict[str, Any] = {
             "reward": self.final_reward(),
             "reward_mode": self.reward_mode,
@@ -159,6 +169,8 @@ class EpisodeReport:
             info["rewards_outside_range"] = self.rewards_outside
         if self.resumes:
             info["resumes"] = [dict(r) for r in self.resumes]
+        if self.ended_at_reset:
+            info["ended_at_reset"] = True
         return info
 
     def timing(self) -> dict[str, Any]:

@@ -238,3 +238,52 @@ def _tool_failure(observation: dict[str, Any]) -> str | None:
         if failed:
             return str(value)
     return None
+
+
+def said_failure(observation: dict[str, Any]) -> str | None:
+    """What a reply says of its own failure, or None: a `status` of "error" or
+    "failed", in the observation or in its `metadata` (which openenv 0.10 servers
+    send and openenv-core 0.3.0 ones strip), with the reply's `error` or `message`
+    text when it has one. OpenEnv's E2B envs answer so a reset they cannot play.
+    Nothing else counts: an `error` or `success` field of a step is the env
+    telling the model how its action went (a traceback, a failed command), not a
+    failure of the env."""
+    for part in _reply_parts(observation):
+        status = part.get("status")
+        if isinstance(status, str) and status.strip().lower() in ("error", "failed"):
+            return _said_text(observation) or f"status {status!r}"
+    return None
+
+
+def reset_refusal(observation: dict[str, Any], done: bool) -> str | None:
+    """Why a reset's reply leaves no episode to play, or None:
+
+    - `done` true: the env ended the episode at its reset;
+    - it says it failed (`said_failure`);
+    - it carries a non-empty `error` (in the observation or its `metadata`): at a
+      reset no action was taken, so an error can only be the env's own
+      (agent_world_model_env answers a reset it cannot do so, `done` false).
+    """
+    said = said_failure(observation) or _said_text(observation, ("error",))
+    if done:
+        why = "the env ended the episode at its reset (`done: true` before any step)"
+        return f"{why}: {said}" if said else why
+    return f"the env's reset failed: {said}" if said else None
+
+
+def _reply_parts(observation: dict[str, Any]) -> list[dict[str, Any]]:
+    metadata = observation.get("metadata")
+    return [observation, *([metadata] if isinstance(metadata, dict) else [])]
+
+
+def _said_text(
+    observation: dict[str, Any], keys: tuple[str, ...] = ("error", "message")
+) -> str | None:
+    for key in keys:
+        for part in _reply_parts(observation):
+            value = part.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()[:500]
+            if isinstance(value, dict) and value:
+                return _error_text(value)[:500]
+    return None

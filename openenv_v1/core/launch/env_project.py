@@ -15,6 +15,17 @@ folder that has one), each with the reason it was chosen; the launcher tries the
 turn while the previous one cannot be imported. The project also says whether it
 declares gradio (`declares_gradio`) and which Python it needs (`python_requirement`).
 
+It also says which variables of its server's environment it needs (`variables`), a
+thing no endpoint publishes: OpenEnv's E2B envs read `E2B_API_KEY` in their `reset`
+and, without it, end every episode there, in a reply whose reason (`metadata`)
+openenv-core 0.3.0 servers strip. A variable counts when the env's Python reads it by
+a literal name (`os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`) and it
+looks like a credential (a `KEY`, `TOKEN`, `SECRET`, `PASSWORD` ... part), or it is
+read without a default and named in `.env.example`, `openenv.yaml` or the README.
+`lacking_variables` keeps those a launch does not pass (`forward_env`,
+`provider_kwargs.env_vars`), and `forward_advice` says so, naming the setting by its
+token. Only the env's files are read, never anyone's environment.
+
     project = EnvProject.read("envs/echo_env")
     project.app_candidates()[0]   # AppChoice("echo_env.server.app:app", "[project.scripts] server ...")
 """
@@ -22,13 +33,19 @@ declares gradio (`declares_gradio`) and which Python it needs (`python_requireme
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import re
 import tomllib
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
+from openenv_v1.core.setting_names import setting
 
 DEFAULT_APP = "server.app:app"
 
@@ -88,6 +105,11 @@ class EnvProject:
             parts.append(f"{spec} (requires-python in pyproject.toml)")
         return ", ".join(parts) or None
 
+    def variables(self) -> tuple[EnvVariable, ...]:
+        """The variables of its server's environment the env says it needs (see the
+        module docstring), credentials first; read once per folder and process."""
+        return _variables(str(self.path.resolve()))
+
     def app_candidates(self) -> list[AppChoice]:
         """The apps to try, most specific first, without repeats."""
         found: list[AppChoice] = []
@@ -143,3 +165,180 @@ def _requirement_name(requirement: Any) -> str:
         return canonicalize_name(Requirement(str(requirement)).name)
     except InvalidRequirement:
         return ""
+
+
+@dataclass(frozen=True)
+class EnvVariable:
+    """A variable of the server's environment that an env folder's files name."""
+
+    name: str
+    read_in: tuple[str, ...]
+    """The Python files that read it (relative to the folder)."""
+    listed_in: tuple[str, ...] = ()
+    """`.env.example`, `openenv.yaml`, the README: where else the env names it."""
+    credential: bool = False
+    """Its name looks like a credential's (`credential_name`)."""
+
+    @property
+    def where(self) -> str:
+        """`read in server/env.py; listed in .env.example`."""
+        parts = [f"read in {', '.join(self.read_in)}"]
+        if self.listed_in:
+            parts.append(f"listed in {', '.join(self.listed_in)}")
+        return "; ".join(parts)
+
+
+_CREDENTIAL_PARTS = frozenset(
+    {"KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD"}
+    | {"PASSWD", "CREDENTIAL", "CREDENTIALS"}
+)
+
+
+def credential_name(name: str) -> bool:
+    """Whether a variable's name looks like a credential's: one of its `_` parts is
+    `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `CREDENTIALS` or the like (not `PWD`,
+    the shell's working directory)."""
+    return any(part in _CREDENTIAL_PARTS for part in name.upper().split("_"))
+
+
+def passed_variables(
+    provider_kwargs: Mapping[str, Any], forward_env: Collection[str]
+) -> frozenset[str]:
+    """The names a launch sets in its server's environment for the env: the
+    `forward_env` names and the keys of `provider_kwargs.env_vars`."""
+    env_vars = provider_kwargs.get("env_vars")
+    given = set(env_vars) if isinstance(env_vars, Mapping) else set()
+    return frozenset(given | set(forward_env))
+
+
+def lacking_variables(
+    source_dir: str | os.PathLike[str] | None, passed: Collection[str]
+) -> tuple[EnvVariable, ...]:
+    """The variables the env folder `source_dir` says it needs that are not among
+    `passed` (`passed_variables`); none without a folder."""
+    if source_dir is None:
+        return ()
+    found = _variables(str(Path(source_dir).resolve()))
+    return tuple(v for v in found if v.name not in passed)
+
+
+def forward_advice(lacking: Sequence[EnvVariable]) -> str:
+    """What to do about `lacking` (`lacking_variables`), for a failure's text: each
+    variable, where the env's files name it, and the `forward_env` setting (a token,
+    spelled by the surface that shows it). '' when nothing lacks."""
+    if not lacking:
+        return ""
+    names = [v.name for v in lacking]
+    each = "; ".join(f"{v.name} ({v.where})" for v in lacking)
+    them = "it" if len(names) == 1 else "each"
+    return (
+        f"the env's own files say it reads {each}, which this launch does not pass "
+        f"to its server: set {them} in your environment and forward "
+        f"{'it' if len(names) == 1 else 'them'} by name with {setting('forward_env')} "
+        f"({', '.join(names)})"
+    )
+
+
+def named_in(text: str, lacking: Sequence[EnvVariable]) -> list[EnvVariable]:
+    """The variables of `lacking` that `text` names (as a whole word)."""
+    return [v for v in lacking if re.search(rf"\b{re.escape(v.name)}\b", text)]
+
+
+def explain_lacking(
+    text: str,
+    at_reset: bool,
+    *,
+    source_dir: str | os.PathLike[str] | None,
+    passed: Collection[str],
+) -> str:
+    """`text`, a failure, with `forward_advice` for the variables the env folder
+    `source_dir` says it reads and `passed` lacks: all of them when the failure is
+    a reset that left no episode (`at_reset`: its reason may not have reached us),
+    else those `text` names (a step that failed on one)."""
+    lacking = lacking_variables(source_dir, passed)
+    if not at_reset:
+        lacking = tuple(named_in(text, lacking))
+    return f"{text}. {forward_advice(lacking)}" if lacking else text
+
+
+# `os.environ["X"]`, `environ.get("X"[, default])`, `os.getenv("X"[, default])`; the
+# character after the name tells a read with a default (`,`) from one without.
+_NAME = r"""["'](?P<name>[A-Za-z_][A-Za-z0-9_]*)["']\s*(?P<after>[,)\]])"""
+_READS = re.compile(
+    rf"(?:\benviron\s*\[\s*|\benviron\s*\.\s*get\s*\(\s*|\bgetenv\s*\(\s*){_NAME}"
+)
+_ASSIGNED = re.compile(r"\s*=(?!=)")
+_LISTS = (".env.example", "openenv.yaml", "README.md")
+# Not the server's code: tests, examples, scripts; and `client.py`, OpenEnv's client
+# side (it runs in the user's process, not the server's).
+_SKIP_DIRS = frozenset(
+    {"node_modules", "__pycache__", "site-packages", "venv", "tests", "examples"}
+    | {"scripts", "docs"}
+)
+_SKIP_FILES = frozenset({"client.py"})
+_MAX_FILES = 500
+_MAX_BYTES = 1_000_000
+
+
+@functools.lru_cache(maxsize=32)
+def _variables(root_text: str) -> tuple[EnvVariable, ...]:
+    root = Path(root_text)
+    reads: dict[str, list[str]] = {}
+    required: set[str] = set()
+    for path in _python_files(root):
+        for name, has_default in _reads(path):
+            where = reads.setdefault(name, [])
+            if (rel := str(path.relative_to(root))) not in where:
+                where.append(rel)
+            if not has_default:
+                required.add(name)
+    listed = {name: _listed_in(root, name) for name in reads}
+    found = [
+        EnvVariable(name, tuple(files), listed[name], credential_name(name))
+        for name, files in reads.items()
+        if credential_name(name) or (listed[name] and name in required)
+    ]
+    return tuple(sorted(found, key=lambda v: (not v.credential, v.name)))
+
+
+def _reads(path: Path) -> Iterator[tuple[str, bool]]:
+    """Each literal variable name `path` reads, and whether that read has a default
+    (`os.environ[...]` has none; `get(name, None)` counts as one)."""
+    try:
+        text = path.read_bytes()[:_MAX_BYTES].decode("utf-8", errors="replace")
+    except OSError:
+        return
+    for m in _READS.finditer(text):
+        if m["after"] == "]" and _ASSIGNED.match(text, m.end()):
+            continue  # `os.environ["X"] = ...` sets it
+        yield m["name"], m["after"] == ","
+
+
+@functools.lru_cache(maxsize=32)
+def _listing_texts(root_text: str) -> tuple[tuple[str, str], ...]:
+    texts = []
+    for name in _LISTS:
+        with contextlib.suppress(OSError):
+            texts.append((name, (Path(root_text) / name).read_text(errors="replace")))
+    return tuple(texts)
+
+
+def _listed_in(root: Path, name: str) -> tuple[str, ...]:
+    word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+    return tuple(f for f, text in _listing_texts(str(root)) if word.search(text))
+
+
+def _python_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")
+        )
+        found += [
+            Path(dirpath, f)
+            for f in sorted(filenames)
+            if f.endswith(".py") and f not in _SKIP_FILES
+        ]
+        if len(found) >= _MAX_FILES:
+            break
+    return found[:_MAX_FILES]
