@@ -13,6 +13,7 @@ import pytest
 from openenv_v1 import OpenEnvConfig
 from openenv_v1.cli import build_parser
 from openenv_v1.cli.check_report import CheckReport
+from openenv_v1.cli.flags import CHECK_FLAGS
 from openenv_v1.core import EnvFailure
 from openenv_v1.core.launch.env_project import AppChoice
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR
@@ -22,12 +23,13 @@ from openenv_v1.core.launch.uv_diagnosis import (
     no_app_message,
 )
 from openenv_v1.core.setting_names import (
-    SURFACES,
+    SETTINGS,
     named_settings,
     render_settings,
     setting,
 )
-from tests.setting_spellings import SPELLINGS, field_at
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
+from tests.setting_spellings import SPELLINGS, SURFACES, field_at
 
 
 @pytest.mark.parametrize("name", SPELLINGS)
@@ -147,7 +149,7 @@ def test_the_settings_a_failure_names_survive_its_text_travelling_as_it_is():
     travelled = json.loads(json.dumps({"error": str(failure)}))["error"]
     assert named_settings(travelled) == ("provider_kwargs.app",)
     assert "set `--app` to the module that calls `create_app`" in render_settings(
-        travelled, "check"
+        travelled, CHECK_FLAGS
     )
     # Unrendered, it names the setting as it is called; other backticks are kept.
     assert "set `provider_kwargs.app` to the module that calls `create_app`" in str(
@@ -164,7 +166,7 @@ def test_a_launched_servers_own_output_is_rendered_too():
         exec(compile(stand_in.read_text(), str(stand_in), "exec"), {})
     assert GRADIO_REFUSED in str(info.value)
     assert named_settings(str(info.value)) == ("server_web_ui",)
-    assert render_settings(str(info.value), "vf04").endswith(
+    assert render_settings(str(info.value), VF_EVAL_FLAGS).endswith(
         "turn on `--env.taskset.server-web-ui`"
     )
 
@@ -183,6 +185,10 @@ def test_checks_report_names_checks_flags_and_no_hint_restates_them():
     assert report.failure is not None
     assert "(raise `--launch-timeout` if it is just slow)" in report.failure.error
     assert report.failure.hint is None
-    assert render_settings(GRADIO_NEEDED, "check").endswith(
+    assert render_settings(GRADIO_NEEDED, CHECK_FLAGS).endswith(
         "turn on `--web-ui` to skip the first try"
     )
+
+
+def test_every_setting_a_message_can_name_has_a_spelling_on_every_surface():
+    assert set(SPELLINGS) - {n for n in SPELLINGS if "." in n} == SETTINGS

@@ -8,6 +8,7 @@ import pytest
 
 from openenv_v1 import OpenEnvConfig
 from openenv_v1.core.setting_names import render_settings, setting
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 from tests.servers import model_flags, policy_server, processes_matching, wait_until
 from tests.setting_spellings import SPELLINGS, field_at
 from tests.test_failures_name_settings import MISSING, SLOW_APP, SLOW_KWARGS
@@ -17,7 +18,7 @@ from tests.vf04.evals import run_vf_eval
 @pytest.mark.parametrize("name", SPELLINGS)
 def test_the_verifiers_04_spelling_is_a_field_of_its_config(name):
     flag = SPELLINGS[name][1]
-    assert render_settings(setting(name), "vf04") == f"`{flag}`"
+    assert render_settings(setting(name), VF_EVAL_FLAGS) == f"`{flag}`"
     assert field_at(OpenEnvConfig, flag, "--env.taskset.")
 
 
