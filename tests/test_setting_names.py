@@ -4,6 +4,7 @@ parser), and, where the text went as it is, a name that still reads as the setti
 The verifiers 0.4 spellings are checked against that line's config in
 tests/vf04/test_vf_setting_names.py."""
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -14,8 +15,12 @@ from openenv_v1 import OpenEnvConfig
 from openenv_v1.cli import build_parser
 from openenv_v1.cli.check_report import CheckReport
 from openenv_v1.cli.flags import CHECK_FLAGS
-from openenv_v1.core import EnvFailure
+from openenv_v1.core import EnvFailure, EnvTarget
+from openenv_v1.core.launch.cloud import cloud_launch_plan
 from openenv_v1.core.launch.env_project import AppChoice
+from openenv_v1.core.launch.swarm.options import swarm_options
+from openenv_v1.core.launch.swarm.service import SwarmService
+from openenv_v1.core.launch.target import open_env
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR
 from openenv_v1.core.launch.uv_diagnosis import (
     GRADIO_NEEDED,
@@ -192,3 +197,62 @@ def test_checks_report_names_checks_flags_and_no_hint_restates_them():
 
 def test_every_setting_a_message_can_name_has_a_spelling_on_every_surface():
     assert set(SPELLINGS) - {n for n in SPELLINGS if "." in n} == SETTINGS
+
+
+def rendered(text: str) -> tuple[str, str, str]:
+    """`text` as each surface shows it, in the order of `SURFACES`."""
+    vf02, vf04, check = (render_settings(text, surface) for surface in SURFACES)
+    return vf02, vf04, check
+
+
+def test_a_cloud_sandbox_without_an_image_names_the_key_on_each_surface():
+    with pytest.raises(EnvFailure) as info:
+        cloud_launch_plan(EnvTarget(env="o/e", provider="modal"))
+    assert info.value.settings == ("provider_kwargs.image",)
+    vf02, vf04, check = rendered(str(info.value))
+    assert "needs `--taskset.task.user.provider-kwargs.image`: " in vf02
+    assert "needs `--env.taskset.provider-kwargs.image`: " in vf04
+    assert "needs `--provider-kwargs '{\"image\": ...}'`: " in check
+
+
+def test_a_swarm_publish_without_egress_names_both_fixes_on_each_surface():
+    target = EnvTarget(
+        env="local/x",
+        provider="swarm",
+        provider_kwargs={"publish": "ingress", "egress": False},
+    )
+    with pytest.raises(EnvFailure) as info:
+        SwarmService(
+            env="local/x",
+            options=swarm_options(target),
+            launch_timeout_s=5,
+            secret_env={},
+        )
+    assert info.value.settings == ("provider_kwargs.publish", "provider_kwargs.egress")
+    vf02, vf04, check = rendered(str(info.value))
+    assert vf02.startswith(
+        "`--taskset.task.user.provider-kwargs.publish ingress` publishes through"
+    )
+    assert vf02.endswith(
+        "drop `--taskset.task.user.provider-kwargs.egress false`, or set "
+        "`--taskset.task.user.provider-kwargs.publish local` (nothing published, "
+        "no egress)"
+    )
+    assert "drop `--env.taskset.provider-kwargs.egress false`, or set " in vf04
+    assert check.endswith(
+        "drop `--provider-kwargs '{\"egress\": false}'`, or set "
+        '`--provider-kwargs \'{"publish": "local"}\'` (nothing published, no egress)'
+    )
+
+
+async def test_a_target_without_an_env_names_both_ways_on_each_surface():
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure) as info:
+            await open_env(EnvTarget(), stack)
+    assert info.value.settings == ("env", "base_url")
+    vf02, vf04, check = rendered(str(info.value))
+    assert vf02.endswith("set `--taskset.env` (an OpenEnv id) or `--taskset.base-url`")
+    assert vf04.endswith(
+        "set `--env.taskset.env` (an OpenEnv id) or `--env.taskset.base-url`"
+    )
+    assert check.endswith("set `env` (an OpenEnv id) or `--base-url`")

@@ -2,7 +2,7 @@
 own flags (`--launch-timeout`, `--app`, ...), a `provider_kwargs` key without a flag
 of its own as the `--provider-kwargs` JSON that sets it, and a setting it has no flag
 for (`check` runs no rollout: `episode_timeout_s`, `max_servers`; `env` is its
-`ENV_ID` argument) by its own name.
+`ENV_ID` argument) as the token writes it (`max_servers = 1`).
 
     render_settings(str(failure), CHECK_FLAGS)  # "raise `--launch-timeout` if ..."
 """
@@ -46,8 +46,11 @@ class CheckFlags(Surface):
         key = name.partition(".")[2]
         if key and key not in _KEYS:
             return f"--provider-kwargs '{json.dumps({key: value})}'"
-        if value is True and self.flag(name) in _SWITCHES:
-            return self.flag(name)
+        flag = self.flag(name)
+        if flag == name:  # no flag: as the token writes it
+            return f"{name} = {json.dumps(value)}"
+        if value is True and flag in _SWITCHES:
+            return flag
         return super().flag_given(name, value)
 
 
