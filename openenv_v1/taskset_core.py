@@ -4,7 +4,7 @@ from its settings, written once for either line; each binding maps it onto verif
 eval process).
 
     prepare_eval_process(episode.server_home)   # the process-wide settings, by name
-    core = TasksetCore.build(config, episode, VF_EVAL_FLAGS)   # spelled for 0.4
+    core = TasksetCore.build(config, episode)   # messages spelled as config.surface
     pool = core.start_pool() if config.shares_servers() else None
     tasks = [Task(data, ...) for data in core.task_data()]   # one OpenEnvData each
     episode, opening = await open_and_reset(core.target, episode_settings, stack, data)
@@ -107,21 +107,22 @@ class TasksetCore:
     binding's `flags.py`)."""
 
     @classmethod
-    def build(
-        cls, settings: TasksetSettings, episode: EpisodeSettings, surface: Surface
-    ) -> TasksetCore:
+    def build(cls, settings: TasksetSettings, episode: EpisodeSettings) -> TasksetCore:
         """Check `settings` and `episode` and build the core; every problem is a
-        `ValueError` naming the setting as `surface` spells it."""
-        forward_flag = surface.flag("forward_env")
+        `ValueError` naming the setting as `settings.surface` (the line's) spells
+        it."""
+        surface = settings.surface
+        if surface is None:
+            raise TypeError(f"{type(settings).__name__} names no surface")
         settings.require_target(getattr(settings, "id", None))
         secret_env: dict[str, str] = {}
         if not settings.base_url:
             try:
                 manifest = read_manifest(episode.provider_kwargs.get("project_path"))
-            except ManifestError as e:
-                raise ValueError(str(e)) from None
-            episode = episode.with_manifest(manifest, forward_flag)
-            secret_env = forwarded_values(episode.forward_env, forward_flag)
+                episode = episode.with_manifest(manifest)
+                secret_env = forwarded_values(episode.forward_env)
+            except (ManifestError, ValueError) as e:
+                raise ValueError(render_settings(str(e), surface)) from None
         target = env_target(settings, episode, secret_env=secret_env)
         try:
             check_launcher(target)

@@ -10,9 +10,10 @@ import shlex
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from openenv_v1 import OpenEnvConfig
-from openenv_v1.cli import build_parser
+from openenv_v1.cli import build_parser, main
 from openenv_v1.cli.check_report import CheckReport
 from openenv_v1.cli.flags import CHECK_FLAGS
 from openenv_v1.core import EnvFailure, EnvTarget
@@ -256,3 +257,17 @@ async def test_a_target_without_an_env_names_both_ways_on_each_surface():
         "set `--env.taskset.env` (an OpenEnv id) or `--env.taskset.base-url`"
     )
     assert check.endswith("set `env` (an OpenEnv id) or `--base-url`")
+
+
+def test_a_launch_with_a_base_url_is_refused_naming_each_surfaces_flags(capsys):
+    """`EnvSettings` renders with its line's surface (`OpenEnvConfig.surface`);
+    `check` builds it bare and renders the tokens itself (0.4: the vf04 suite)."""
+    with pytest.raises(ValidationError) as info:
+        OpenEnvConfig(base_url="http://127.0.0.1:9", provider="modal")
+    assert "drop `--taskset.provider`, or drop `--taskset.base-url`" in str(info.value)
+    with pytest.raises(SystemExit):
+        main(["check", "--base-url", "http://127.0.0.1:9", "--use-docker"])
+    assert capsys.readouterr().err.endswith(
+        "use_docker launches a server, but base_url connects to a running one: "
+        "drop `--use-docker`, or drop `--base-url`\n"
+    )

@@ -184,7 +184,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         super().__init__(config)
         prepare_eval_process(config.task.user.server_home)
         share_tls_context()  # verifiers opens an MCP client per user turn
-        self.core = TasksetCore.build(config, config.task.user, EVAL_FLAGS)
+        self.core = TasksetCore.build(config, config.task.user)
         self.forks: SimulatorForks | None = None
         if config.fork_simulators and config.forks_simulators_here():
             # Forks the fork server from this process now, while it has one thread

@@ -25,7 +25,6 @@ import verifiers.v1 as vf
 from openenv_v1.core.tasks import task_key
 from openenv_v1.taskset_core import OpenEnvData, TasksetCore, prepare_eval_process
 from openenv_v1.vf04.config import OpenEnvConfig
-from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 
 
 class OpenEnvTask(vf.Task[OpenEnvData]):
@@ -56,7 +55,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
 
     def __init__(self, config: OpenEnvConfig) -> None:
         prepare_eval_process(config.server_home)
-        self.core = TasksetCore.build(config, config, VF_EVAL_FLAGS)
+        self.core = TasksetCore.build(config, config)
         # The episode settings are this config's own: the same config, with the
         # defaults of the env's openenv.yaml.
         super().__init__(cast(OpenEnvConfig, self.core.episode))
