@@ -73,7 +73,7 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""
 
-    surface = EVAL_FLAGS
+    surface = EVAL_FLAGS  # its messages name a setting as `eval` sets it
 
     @model_validator(mode="after")
     def _place_docker_user(self) -> Self:

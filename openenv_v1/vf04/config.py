@@ -26,7 +26,7 @@ class OpenEnvConfig(TasksetSettings, EpisodeSettings, vf.TasksetConfig):
     the env's own tasks (OpenEnv's Task API; see `openenv_v1.settings.TaskSettings`).
     Every setting is one both lines share (`openenv_v1.settings`)."""
 
-    surface = VF_EVAL_FLAGS
+    surface = VF_EVAL_FLAGS  # its messages name a setting as `vf-eval` sets it
 
 
 class OpenEnvEnvConfig(vf.EnvConfig):
