@@ -177,8 +177,8 @@ def literal_aliases(package: Path) -> dict[str, str]:
 
 
 def read_settings(source: Path, cls: str) -> list[Setting]:
-    """The annotated fields of class `cls` in `source`, each with the string literal
-    that follows it (its docstring), in source order."""
+    """The annotated fields of class `cls` in `source` (a `ClassVar` is none), each
+    with the string literal that follows it (its docstring), in source order."""
     tree = ast.parse(source.read_text(), filename=str(source))
     node = next(
         (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None
@@ -190,6 +190,8 @@ def read_settings(source: Path, cls: str) -> list[Setting]:
     for i, stmt in enumerate(body):
         if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
             continue
+        if ast.unparse(stmt.annotation).startswith("ClassVar["):
+            continue  # not a field: the class's own (`EnvSettings.surface`)
         after = body[i + 1] if i + 1 < len(body) else None
         if not (
             isinstance(after, ast.Expr)

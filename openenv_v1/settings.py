@@ -10,7 +10,8 @@ taskset has (`TaskSettings`); and the `EnvTarget` they mean (`env_target`).
 Mixins of plain pydantic fields (no verifiers import), so each line's config keeps
 one definition, and one `--help` text, of every setting; verifiers' CLI reads the
 field docstrings through the class's bases. A message names a setting by the flag
-of the line it is on (`EnvSettings.flag_prefix`).
+as the line it is on sets it: by the core's token (`core.setting_names`), rendered
+with the `Surface` of the config's line (`EnvSettings.surface`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -29,6 +30,7 @@ from openenv_v1.core.episode.report import RewardMode, ToolCalls
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.plan import ProviderName, settle_use_docker
 from openenv_v1.core.manifest import Manifest, credentials_error
+from openenv_v1.core.setting_names import Surface, render_settings, setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.leases import PoolLeases
@@ -89,11 +91,14 @@ class EnvSettings(BaseModel):
     native needs the user simulator on this host (with `use_docker`, only with
     `docker_on_host`)."""
 
+    surface: ClassVar[Surface | None] = None
+    """How the line these settings are on spells a setting (its binding's `flags`);
+    None: its messages keep the tokens, for the caller to render (`check`)."""
+
     @classmethod
-    def flag_prefix(cls) -> str:
-        """How these settings' flags begin on the line they are on (`--taskset.`);
-        messages name the flags with it."""
-        return "--"
+    def spelled(cls, text: str) -> str:
+        """`text` with the settings it names spelled as `surface` sets them."""
+        return text if cls.surface is None else render_settings(text, cls.surface)
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -105,7 +110,7 @@ class EnvSettings(BaseModel):
                 return json.loads(value)
             except ValueError:
                 raise ValueError(
-                    f"{cls.flag_prefix()}base-url {value!r} is not a JSON list of "
+                    f"{cls.spelled(setting('base_url'))} {value!r} is not a JSON list of "
                     'URLs: give one URL, or a list such as ["http://a:8000", '
                     '"http://b:8000"]'
                 ) from None
@@ -119,13 +124,13 @@ class EnvSettings(BaseModel):
         urls = [url.strip().rstrip("/") for url in value]
         if not urls or not all(urls):
             raise ValueError(
-                f"{cls.flag_prefix()}base-url {value!r} has no URL in it, or an "
+                f"{cls.spelled(setting('base_url'))} {value!r} has no URL in it, or an "
                 'empty one: give one URL, or a list such as ["http://a:8000", '
                 '"http://b:8000"]'
             )
         if len(set(urls)) < len(urls):
             raise ValueError(
-                f"{cls.flag_prefix()}base-url {value!r} names a server twice: list "
+                f"{cls.spelled(setting('base_url'))} {value!r} names a server twice: list "
                 "each once"
             )
         # A list of one is that server, connected to as a single URL is.
@@ -138,12 +143,12 @@ class EnvSettings(BaseModel):
 
     @model_validator(mode="after")
     def _settle_use_docker(self) -> Self:
-        self.use_docker = settle_use_docker(
-            self.provider,
-            use_docker=self.use_docker,
-            base_url=self.base_url,
-            flags=self.flag_prefix(),
-        )
+        try:
+            self.use_docker = settle_use_docker(
+                self.provider, use_docker=self.use_docker, base_url=self.base_url
+            )
+        except ValueError as e:
+            raise ValueError(self.spelled(str(e))) from None
         return self
 
     def require_target(self, taskset_id: str | None) -> None:
@@ -151,12 +156,13 @@ class EnvSettings(BaseModel):
         when the taskset is built: verifiers' CLI builds the config from its id
         alone before it reads any flag)."""
         if not self.env and not self.base_url:
-            flags = self.flag_prefix()
             raise ValueError(
-                f"taskset {taskset_id or 'openenv-v1'!r} needs an environment: pass "
-                f"{flags}env <org/name> (launched with UV) or {flags}base-url "
-                "<http://host:port> (a running server), or set `env` / `base_url` "
-                f"under [{flags.strip('-.')}] in the config file"
+                self.spelled(
+                    f"taskset {taskset_id or 'openenv-v1'!r} needs an environment: "
+                    f"pass {setting('env')} <org/name> (launched with UV) or "
+                    f"{setting('base_url')} <http://host:port> (a running server), "
+                    "or set env or base_url in the taskset's table of the config file"
+                )
             )
 
     def shares_servers(self) -> bool:
@@ -284,14 +290,14 @@ class EpisodeSettings(BaseModel):
         enforces `step_timeout_s` when that is the longest (see `EnvEpisode._step`)."""
         return max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s)
 
-    def with_manifest(self, manifest: Manifest | None, forward_flag: str) -> Self:
+    def with_manifest(self, manifest: Manifest | None) -> Self:
         """These settings with the defaults `manifest` (the env folder's openenv.yaml)
         declares: its episode budget where `episode_timeout_s` is unset, its reward
-        range. Fails, naming them, when it declares credentials `forward_env` does
-        not pass (`forward_flag`: how the user sets it)."""
+        range. Fails, naming them and `forward_env` by token, when it declares
+        credentials `forward_env` does not pass."""
         if manifest is None:
             return self
-        if error := credentials_error(manifest, self.forward_env, forward_flag):
+        if error := credentials_error(manifest, self.forward_env):
             raise ValueError(error)
         update: dict[str, Any] = {"reward_range": manifest.reward.range}
         budget = manifest.resources.episode_timeout_s
@@ -363,22 +369,22 @@ class EnvPlace(Protocol):
 
 
 class UnsetVariables(ValueError):
-    """`forward_env` names variables this process does not have (`names`)."""
+    """`forward_env` names variables this process does not have (`names`); the
+    message names the setting by token."""
 
-    def __init__(self, names: list[str], flag: str) -> None:
+    def __init__(self, names: list[str]) -> None:
         self.names = names
         super().__init__(
             f"forward_env names {', '.join(names)}, not set in the eval's "
-            f"environment: export it, or drop it from {flag}"
+            f"environment: export it, or drop it from {setting('forward_env')}"
         )
 
 
-def forwarded_values(names: Sequence[str], flag: str) -> dict[str, str]:
+def forwarded_values(names: Sequence[str]) -> dict[str, str]:
     """The values of the variables `names` (`forward_env`) in this process. Raises
-    `UnsetVariables`, naming them and `flag` (where the user lists them), for any
-    that is unset."""
+    `UnsetVariables`, naming them, for any that is unset."""
     if missing := [name for name in names if name not in os.environ]:
-        raise UnsetVariables(missing, flag)
+        raise UnsetVariables(missing)
     return {name: os.environ[name] for name in names}
 
 

@@ -4,7 +4,7 @@ from its settings, written once for either line; each binding maps it onto verif
 eval process).
 
     prepare_eval_process(episode.server_home)   # the process-wide settings, by name
-    core = TasksetCore.build(config, episode, "vf04")   # messages spelled for 0.4
+    core = TasksetCore.build(config, episode)   # messages spelled as config.surface
     pool = core.start_pool() if config.leases_servers() else None
     tasks = [Task(data, ...) for data in core.task_data()]   # one OpenEnvData each
     episode, opening = await open_and_reset(core.target, episode_settings, stack, data)
@@ -43,7 +43,7 @@ from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.plan import check_launcher
 from openenv_v1.core.launch.server_env import hide_this_process, use_server_home
 from openenv_v1.core.manifest import ManifestError, read_manifest
-from openenv_v1.core.setting_names import Surface, render_settings, spelling
+from openenv_v1.core.setting_names import Surface, render_settings
 from openenv_v1.core.tasks import reset_kwargs, taskset_tasks
 from openenv_v1.logs import route_to_verifiers
 from openenv_v1.settings import (
@@ -108,24 +108,26 @@ class TasksetCore:
     secret_env: dict[str, str] = field(repr=False)
     """The values of `forward_env` (none with `base_url`)."""
     surface: Surface
-    """The line the taskset is on: how its messages spell the settings."""
+    """How the line the taskset is on spells the settings its messages name (the
+    binding's `flags.py`)."""
 
     @classmethod
-    def build(
-        cls, settings: TasksetSettings, episode: EpisodeSettings, surface: Surface
-    ) -> TasksetCore:
+    def build(cls, settings: TasksetSettings, episode: EpisodeSettings) -> TasksetCore:
         """Check `settings` and `episode` and build the core; every problem is a
-        `ValueError` naming the setting as `surface` spells it."""
-        forward_flag = spelling("forward_env", surface)
+        `ValueError` naming the setting as `settings.surface` (the line's) spells
+        it."""
+        surface = settings.surface
+        if surface is None:
+            raise TypeError(f"{type(settings).__name__} names no surface")
         settings.require_target(getattr(settings, "id", None))
         secret_env: dict[str, str] = {}
         if not settings.base_url:
             try:
                 manifest = read_manifest(episode.provider_kwargs.get("project_path"))
-            except ManifestError as e:
-                raise ValueError(str(e)) from None
-            episode = episode.with_manifest(manifest, forward_flag)
-            secret_env = forwarded_values(episode.forward_env, forward_flag)
+                episode = episode.with_manifest(manifest)
+                secret_env = forwarded_values(episode.forward_env)
+            except (ManifestError, ValueError) as e:
+                raise ValueError(render_settings(str(e), surface)) from None
         target = env_target(settings, episode, secret_env=secret_env)
         try:
             check_launcher(target)

@@ -6,6 +6,14 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
+from openenv_v1.cli.flags import CHECK_FLAGS
+from openenv_v1.core.setting_names import Surface
+from openenv_v1.vf02.flags import EVAL_FLAGS
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
+
+SURFACES: tuple[Surface, Surface, Surface] = (EVAL_FLAGS, VF_EVAL_FLAGS, CHECK_FLAGS)
+"""Each surface's spelling, as its binding defines it, in the order of `SPELLINGS`."""
+
 # setting -> (verifiers 0.2, verifiers 0.4, check)
 SPELLINGS: dict[str, tuple[str, str, str]] = {
     "provider_kwargs": (
@@ -62,6 +70,13 @@ SPELLINGS: dict[str, tuple[str, str, str]] = {
     "base_url": ("--taskset.base-url", "--env.taskset.base-url", "--base-url"),
     "provider": ("--taskset.provider", "--env.taskset.provider", "--provider"),
     "use_docker": ("--taskset.use-docker", "--env.taskset.use-docker", "--use-docker"),
+    # `check` takes the env as its ENV_ID argument, and runs no pool of servers.
+    "env": ("--taskset.env", "--env.taskset.env", "env"),
+    "max_servers": (
+        "--taskset.max-servers",
+        "--env.taskset.max-servers",
+        "max_servers",
+    ),
 }
 
 

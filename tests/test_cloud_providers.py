@@ -27,6 +27,8 @@ from openenv_v1.core.launch.cloud import (
     provider_class,
 )
 from openenv_v1.core.launch.plan import check_launcher
+from openenv_v1.core.setting_names import render_settings
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 from tests import zygote
 from tests.cloud import (
     SECRET_NAME,
@@ -114,9 +116,12 @@ def test_credentials_are_refused_as_options_naming_their_variable(standins):
     with pytest.raises(EnvFailure) as info:
         cloud_launch_plan(target)
     assert "set DAYTONA_API_KEY" in str(info.value) and value not in str(info.value)
+    assert render_settings(str(info.value), VF_EVAL_FLAGS).startswith(
+        "`--env.taskset.provider-kwargs.api-key` would put a credential in the config"
+    )
     aca = EnvTarget(env="o/e", provider="aca", provider_kwargs={"image": "disk:x"})
     with pytest.raises(
-        EnvFailure, match="bad ACASandboxProvider option in provider_kwargs: zone: "
+        EnvFailure, match="bad ACASandboxProvider option in `provider_kwargs`: zone: "
     ):
         cloud_launch_plan(
             EnvTarget(
@@ -125,7 +130,7 @@ def test_credentials_are_refused_as_options_naming_their_variable(standins):
                 provider_kwargs={**aca.provider_kwargs, "zone": "a"},
             )
         )
-    with pytest.raises(EnvFailure, match="needs provider_kwargs.image"):
+    with pytest.raises(EnvFailure, match="needs `provider_kwargs.image`"):
         cloud_launch_plan(EnvTarget(env="o/e", provider="modal"))
 
 

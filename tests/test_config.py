@@ -18,7 +18,7 @@ def test_config_can_be_built_from_the_id_alone_as_the_cli_does():
 
 
 def test_taskset_without_env_or_base_url_names_the_flags():
-    with pytest.raises(ValueError, match=r"--taskset\.env .*--taskset\.base-url"):
+    with pytest.raises(ValueError, match=r"`--taskset\.env` .*`--taskset\.base-url`"):
         OpenEnvTaskset(OpenEnvConfig(id="openenv-v1"))
 
 

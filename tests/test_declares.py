@@ -19,6 +19,8 @@ from openenv_v1.core.launch.docker.options import DockerOptions, docker_options
 from openenv_v1.core.launch.swarm.options import swarm_options
 from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.manifest import read_manifest
+from openenv_v1.core.setting_names import render_settings
+from openenv_v1.vf02.flags import EVAL_FLAGS
 from tests.servers import (
     TEST_ENVS,
     model_flags,
@@ -227,6 +229,9 @@ async def test_a_spent_episode_budget_ends_the_episode_naming_it(tasks_url):
     assert turn.failed and episode.report.steps == 0
     assert "episode budget" in episode.report.error
     assert "episode_timeout_s" in episode.report.error
+    assert "(`--taskset.task.user.episode-timeout-s`) is spent" in render_settings(
+        episode.report.error, EVAL_FLAGS
+    )
 
 
 def test_malformed_manifest_names_the_field(tmp_path):

@@ -12,12 +12,15 @@ counts, wherever it stands (module level, inside a function, under
   `core/launch/` only to open an episode's client (`env_episode.open_episode` ->
   `launch.target.open_env`; `EnvTarget` as a type only);
 - `vf02/simulator/` imports nothing of the binding around it (the fork server runs
-  the user simulator's module by name).
+  the user simulator's module by name);
+- no file of `openenv_v1/core/` spells a binding's path for a setting, not even in a
+  docstring: each binding's `flags.py` does (`core.setting_names`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,3 +267,22 @@ def test_episode_reaches_launch_only_to_open_an_episode():
         )
     ]
     assert not offending, "\n".join(offending)
+
+
+BINDING_PATHS = re.compile(r"task\.user\.|--taskset\.|--env\.taskset")
+"""How verifiers 0.2 and 0.4 spell a setting (`vf02/flags.py`, `vf04/flags.py`)."""
+
+
+def test_core_spells_no_bindings_path_for_a_setting():
+    core = [
+        path
+        for path in sorted((PACKAGE_DIR / "core").rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    ]
+    offending = [
+        f"{path.relative_to(PACKAGE_DIR.parent)}:{number}: {line.strip()}"
+        for path in core
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if BINDING_PATHS.search(line)
+    ]
+    assert core and not offending, "\n".join(offending)

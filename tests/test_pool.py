@@ -15,6 +15,7 @@ import pytest
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR
+from openenv_v1.core.setting_names import render_settings
 from tests.servers import (
     TEST_ENVS,
     WORDLE_APP,
@@ -25,6 +26,7 @@ from tests.servers import (
     wordle_uv_servers,
     wordle_uvicorns,
 )
+from tests.setting_spellings import SURFACES
 
 
 def wordle_target(app: str = WORDLE_APP, **env_vars: str) -> EnvTarget:
@@ -95,10 +97,14 @@ async def test_all_servers_full_waits_then_names_the_limit():
         async with contextlib.AsyncExitStack() as stack:
             await open_episode(leased(target, url), EpisodeLimits(), stack)
             started = time.monotonic()
-            with pytest.raises(EnvFailure, match="session limit.*max_servers"):
+            with pytest.raises(EnvFailure, match="session limit.*max_servers") as info:
                 await open_episode(leased(target, url), EpisodeLimits(), stack)
             assert time.monotonic() - started < 30
     assert wordle_uv_servers() == []
+    vf02, vf04, check = (render_settings(str(info.value), s) for s in SURFACES)
+    assert "(`--taskset.max-servers 1` is set; raise `--taskset.max-servers` or" in vf02
+    assert "(`--env.taskset.max-servers 1` is set; raise `--env.taskset.max-" in vf04
+    assert "(`max_servers = 1` is set; raise `max_servers` or the server's" in check
 
 
 async def test_a_failed_launch_fails_every_lease_at_once_with_its_cause():

@@ -145,9 +145,14 @@ def test_provider_docker_is_use_docker_on_verifiers_02():
 
 
 def test_provider_and_use_docker_or_base_url_disagree_on_verifiers_02():
-    with pytest.raises(ValidationError, match="drop --taskset.use-docker, or set"):
+    with pytest.raises(
+        ValidationError,
+        match="drop `--taskset.use-docker`, or set `--taskset.provider docker`",
+    ):
         OpenEnvConfig(env="org/env", provider="modal", use_docker=True)
-    with pytest.raises(ValidationError, match="drop --taskset.provider, or drop"):
+    with pytest.raises(
+        ValidationError, match="drop `--taskset.provider`, or drop `--taskset.base-url`"
+    ):
         OpenEnvConfig(base_url="http://127.0.0.1:1", provider="modal")
     with pytest.raises(ValidationError, match="provider"):
         OpenEnvConfig(env="org/env", provider="k8s")

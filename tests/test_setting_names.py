@@ -4,17 +4,24 @@ parser), and, where the text went as it is, a name that still reads as the setti
 The verifiers 0.4 spellings are checked against that line's config in
 tests/vf04/test_vf_setting_names.py."""
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from openenv_v1 import OpenEnvConfig
-from openenv_v1.cli import build_parser
+from openenv_v1.cli import build_parser, main
 from openenv_v1.cli.check_report import CheckReport
-from openenv_v1.core import EnvFailure
+from openenv_v1.cli.flags import CHECK_FLAGS
+from openenv_v1.core import EnvFailure, EnvTarget
+from openenv_v1.core.launch.cloud import cloud_launch_plan
 from openenv_v1.core.launch.env_project import AppChoice
+from openenv_v1.core.launch.swarm.options import swarm_options
+from openenv_v1.core.launch.swarm.service import SwarmService
+from openenv_v1.core.launch.target import open_env
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR
 from openenv_v1.core.launch.uv_diagnosis import (
     GRADIO_NEEDED,
@@ -22,12 +29,13 @@ from openenv_v1.core.launch.uv_diagnosis import (
     no_app_message,
 )
 from openenv_v1.core.setting_names import (
-    SURFACES,
+    SETTINGS,
     named_settings,
     render_settings,
     setting,
 )
-from tests.setting_spellings import SPELLINGS, field_at
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
+from tests.setting_spellings import SPELLINGS, SURFACES, field_at
 
 
 @pytest.mark.parametrize("name", SPELLINGS)
@@ -147,7 +155,7 @@ def test_the_settings_a_failure_names_survive_its_text_travelling_as_it_is():
     travelled = json.loads(json.dumps({"error": str(failure)}))["error"]
     assert named_settings(travelled) == ("provider_kwargs.app",)
     assert "set `--app` to the module that calls `create_app`" in render_settings(
-        travelled, "check"
+        travelled, CHECK_FLAGS
     )
     # Unrendered, it names the setting as it is called; other backticks are kept.
     assert "set `provider_kwargs.app` to the module that calls `create_app`" in str(
@@ -164,7 +172,7 @@ def test_a_launched_servers_own_output_is_rendered_too():
         exec(compile(stand_in.read_text(), str(stand_in), "exec"), {})
     assert GRADIO_REFUSED in str(info.value)
     assert named_settings(str(info.value)) == ("server_web_ui",)
-    assert render_settings(str(info.value), "vf04").endswith(
+    assert render_settings(str(info.value), VF_EVAL_FLAGS).endswith(
         "turn on `--env.taskset.server-web-ui`"
     )
 
@@ -183,6 +191,83 @@ def test_checks_report_names_checks_flags_and_no_hint_restates_them():
     assert report.failure is not None
     assert "(raise `--launch-timeout` if it is just slow)" in report.failure.error
     assert report.failure.hint is None
-    assert render_settings(GRADIO_NEEDED, "check").endswith(
+    assert render_settings(GRADIO_NEEDED, CHECK_FLAGS).endswith(
         "turn on `--web-ui` to skip the first try"
+    )
+
+
+def test_every_setting_a_message_can_name_has_a_spelling_on_every_surface():
+    assert set(SPELLINGS) - {n for n in SPELLINGS if "." in n} == SETTINGS
+
+
+def rendered(text: str) -> tuple[str, str, str]:
+    """`text` as each surface shows it, in the order of `SURFACES`."""
+    vf02, vf04, check = (render_settings(text, surface) for surface in SURFACES)
+    return vf02, vf04, check
+
+
+def test_a_cloud_sandbox_without_an_image_names_the_key_on_each_surface():
+    with pytest.raises(EnvFailure) as info:
+        cloud_launch_plan(EnvTarget(env="o/e", provider="modal"))
+    assert info.value.settings == ("provider_kwargs.image",)
+    vf02, vf04, check = rendered(str(info.value))
+    assert "needs `--taskset.task.user.provider-kwargs.image`: " in vf02
+    assert "needs `--env.taskset.provider-kwargs.image`: " in vf04
+    assert "needs `--provider-kwargs '{\"image\": ...}'`: " in check
+
+
+def test_a_swarm_publish_without_egress_names_both_fixes_on_each_surface():
+    target = EnvTarget(
+        env="local/x",
+        provider="swarm",
+        provider_kwargs={"publish": "ingress", "egress": False},
+    )
+    with pytest.raises(EnvFailure) as info:
+        SwarmService(
+            env="local/x",
+            options=swarm_options(target),
+            launch_timeout_s=5,
+            secret_env={},
+        )
+    assert info.value.settings == ("provider_kwargs.publish", "provider_kwargs.egress")
+    vf02, vf04, check = rendered(str(info.value))
+    assert vf02.startswith(
+        "`--taskset.task.user.provider-kwargs.publish ingress` publishes through"
+    )
+    assert vf02.endswith(
+        "drop `--taskset.task.user.provider-kwargs.egress false`, or set "
+        "`--taskset.task.user.provider-kwargs.publish local` (nothing published, "
+        "no egress)"
+    )
+    assert "drop `--env.taskset.provider-kwargs.egress false`, or set " in vf04
+    assert check.endswith(
+        "drop `--provider-kwargs '{\"egress\": false}'`, or set "
+        '`--provider-kwargs \'{"publish": "local"}\'` (nothing published, no egress)'
+    )
+
+
+async def test_a_target_without_an_env_names_both_ways_on_each_surface():
+    async with contextlib.AsyncExitStack() as stack:
+        with pytest.raises(EnvFailure) as info:
+            await open_env(EnvTarget(), stack)
+    assert info.value.settings == ("env", "base_url")
+    vf02, vf04, check = rendered(str(info.value))
+    assert vf02.endswith("set `--taskset.env` (an OpenEnv id) or `--taskset.base-url`")
+    assert vf04.endswith(
+        "set `--env.taskset.env` (an OpenEnv id) or `--env.taskset.base-url`"
+    )
+    assert check.endswith("set `env` (an OpenEnv id) or `--base-url`")
+
+
+def test_a_launch_with_a_base_url_is_refused_naming_each_surfaces_flags(capsys):
+    """`EnvSettings` renders with its line's surface (`OpenEnvConfig.surface`);
+    `check` builds it bare and renders the tokens itself (0.4: the vf04 suite)."""
+    with pytest.raises(ValidationError) as info:
+        OpenEnvConfig(base_url="http://127.0.0.1:9", provider="modal")
+    assert "drop `--taskset.provider`, or drop `--taskset.base-url`" in str(info.value)
+    with pytest.raises(SystemExit):
+        main(["check", "--base-url", "http://127.0.0.1:9", "--use-docker"])
+    assert capsys.readouterr().err.endswith(
+        "use_docker launches a server, but base_url connects to a running one: "
+        "drop `--use-docker`, or drop `--base-url`\n"
     )

@@ -351,6 +351,8 @@ def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
     named in its errors."""
     from pydantic import ValidationError
 
+    from openenv_v1.cli.flags import CHECK_FLAGS
+    from openenv_v1.core.setting_names import render_settings
     from openenv_v1.settings import (
         EnvSettings,
         EpisodeSettings,
@@ -378,7 +380,7 @@ def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
         )
     except ValidationError as e:
         errors = (error["msg"].removeprefix("Value error, ") for error in e.errors())
-        _usage_error("check", "; ".join(errors))
+        _usage_error("check", render_settings("; ".join(errors), CHECK_FLAGS))
     path = episode.provider_kwargs.get("project_path")
     if not place.env and not place.base_url:
         if not path:
@@ -387,7 +389,7 @@ def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
             )
         place.env = f"local/{os.path.basename(str(path).rstrip('/'))}"
     try:
-        secret_env = forwarded_values(args.forward_env, "--forward-env")
+        secret_env = forwarded_values(args.forward_env)
     except UnsetVariables as e:
         _usage_error(
             "check",

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from openenv_v1.cli.flags import CHECK_FLAGS
 from openenv_v1.cli.hints import hint_for
 from openenv_v1.core.episode.images import find_images
 from openenv_v1.core.episode.turns import Turn
@@ -331,7 +332,7 @@ class CheckReport:
         return self.failure is None
 
     def fail(self, error: str, reset_keys: bool = True) -> None:
-        error = render_settings(error, "check")
+        error = render_settings(error, CHECK_FLAGS)
         connects = "base_url" in self.target
         hint = hint_for(self.stage, error, base_url=connects, reset_keys=reset_keys)
         self.failure = Failure(self.stage, error, hint)
@@ -358,7 +359,7 @@ class CheckReport:
             ),
             gradio_hidden=provider.gradio_hidden,
         )
-        self.warnings += [render_settings(note, "check") for note in provider.notes]
+        self.warnings += [render_settings(note, CHECK_FLAGS) for note in provider.notes]
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON; image fields of the observations are replaced by

@@ -1,7 +1,7 @@
 """What to try when `openenv-v1 check` fails: a hint from the error text or stage.
 
 The errors come from the rollout code, and the settings they name reach the report
-as `check`'s flags already (`core/setting_names.py`): a hint adds what the error does
+as `check`'s flags already (`cli/flags.py`): a hint adds what the error does
 not say, and an error that says its own fix gets none (its pattern still stops the
 search, so a later pattern's hint does not mislead). A hint about reaching a server
 by URL is given only when the check connected to one (`--base-url`); a launch gets

@@ -14,7 +14,7 @@ Nothing here imports verifiers; `openenv_v1.vf02` and `openenv_v1.vf04` bind it.
 What both wings use:
 
     errors.py         EnvFailure and redaction of what reaches logs
-    setting_names.py  a setting named by its own name, rendered per surface
+    setting_names.py  a setting named by its own name; a binding's Surface renders it
     openenv_lines.py  what differs between openenv 0.10 and openenv-core 0.3.0
     light_import.py   OpenEnv's client imported without gradio (`no_gradio/`)
     http_client.py    the HTTP clients the core opens: one TLS context per process

@@ -34,6 +34,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openenv_v1.core.setting_names import setting
+
 MANIFEST = "openenv.yaml"
 
 
@@ -146,11 +148,10 @@ def read_manifest(folder: str | os.PathLike[str] | None) -> Manifest | None:
         raise ManifestError(f"{path}: {fields}") from None
 
 
-def credentials_error(
-    manifest: Manifest, forward_env: Sequence[str], flag: str
-) -> str | None:
+def credentials_error(manifest: Manifest, forward_env: Sequence[str]) -> str | None:
     """The error for credentials the manifest declares and the eval will not pass
-    (None: nothing missing). `flag` is how the user sets `forward_env`."""
+    (None: nothing missing), naming `forward_env` by token."""
+    flag = setting("forward_env")
     missing = manifest.missing_credentials(forward_env)
     if missing == []:
         return None

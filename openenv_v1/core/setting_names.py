@@ -1,28 +1,23 @@
-"""Settings named in the core's messages, spelled as the surface the user is on.
+"""Settings named in the core's messages, by their own names; each surface spells them.
 
-The core never writes a binding's path for a setting. A message names the setting by
+The core never writes how a surface sets a setting. A message names the setting by
 its own name through `setting(name)`, which writes it in backticks
-(`` `launch_timeout_s` ``): a token that reads well as it is, and that each surface
-turns into its own syntax with `render_settings(text, surface)` where it hands a
-failure to the user:
-
-    vf02   `--taskset.task.user.launch-timeout-s` (`eval`; in a TOML config the
-           same path: [taskset.task.user] launch_timeout_s)
-    vf04   `--env.taskset.launch-timeout-s` (`vf-eval`)
-    check  `--launch-timeout` (`openenv-v1 check`)
+(`` `launch_timeout_s` ``): a token that reads well as it is, and that the surface
+showing the message turns into its own syntax with `render_settings(text, surface)`.
+A `Surface` is its binding's: how verifiers 0.2's `eval` sets a setting
+(`openenv_v1.vf02.flags`), how verifiers 0.4's `vf-eval` does (`openenv_v1.vf04.flags`),
+how `openenv-v1 check` does (`openenv_v1.cli.flags`). The core knows none of them.
 
 The token is in the text itself, so a failure names its settings wherever its text
 travels: a shared server's failure, formed in the eval process, reaches a 0.2 user
 simulator over the pool's endpoint as text, and a launched server's own output
 quotes the stand-in gradio's message. A token may carry the value to set
 (`setting("provider_kwargs.egress", True)`: `` `provider_kwargs.egress = true` ``),
-rendered as the flag given that value. A token for a setting `check` has no flag for
-stays as it is there (`check` runs no rollout); a `provider_kwargs` key without a
-flag of its own is rendered as the `--provider-kwargs` JSON that sets it.
+rendered as the surface's flag given that value (`Surface.flag_given`).
 
     raise EnvFailure(f"... raise {setting('launch_timeout_s')} if it is just slow")
-    render_settings(str(failure), "check")  # "... raise `--launch-timeout` if ..."
-    named_settings(str(failure))             # ("launch_timeout_s",)
+    render_settings(str(failure), CHECK_FLAGS)  # "... raise `--launch-timeout` if ..."
+    named_settings(str(failure))                 # ("launch_timeout_s",)
 """
 
 from __future__ import annotations
@@ -30,47 +25,67 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any, Literal
+from abc import ABC, abstractmethod
+from typing import Any
 
-__all__ = ["SURFACES", "Surface", "named_settings", "render_settings", "setting"]
+__all__ = [
+    "SETTINGS",
+    "Surface",
+    "named_settings",
+    "render_settings",
+    "setting",
+    "shell_word",
+]
 
-Surface = Literal["vf02", "vf04", "check"]
-SURFACES: tuple[Surface, ...] = ("vf02", "vf04", "check")
-
-# Each setting the core names, with its flag in `openenv-v1 check` (None: it has none).
-# The per-episode settings (`openenv_v1.settings.EpisodeSettings`) sit under
-# `task.user` on verifiers 0.2; the taskset's own settings sit on the taskset there.
-_EPISODE: dict[str, str | None] = {
-    "provider_kwargs": "--provider-kwargs",
-    "forward_env": "--forward-env",
-    "server_web_ui": "--web-ui",
-    "launch_timeout_s": "--launch-timeout",
-    "reset_timeout_s": "--timeout",
-    "step_timeout_s": "--timeout",
-    "episode_timeout_s": None,
-}
-_TASKSET: dict[str, str | None] = {
-    "base_url": "--base-url",
-    "provider": "--provider",
-    "use_docker": "--use-docker",
-}
-# `provider_kwargs` keys `check` has a flag for, and its flags that take no value.
-_CHECK_KEYS = {"app": "--app", "project_path": "--project-path"}
-_CHECK_SWITCHES = {"--web-ui", "--use-docker"}
+SETTINGS: frozenset[str] = frozenset(
+    {
+        # How a launched env server is set up, and the limits of an episode.
+        "provider_kwargs",
+        "forward_env",
+        "server_web_ui",
+        "launch_timeout_s",
+        "reset_timeout_s",
+        "step_timeout_s",
+        "episode_timeout_s",
+        # Which env, where its servers run, and how many.
+        "env",
+        "base_url",
+        "provider",
+        "use_docker",
+        "max_servers",
+    }
+)
+"""The settings a message can name (besides `provider_kwargs.<key>`): the fields of
+`openenv_v1.settings` that the core's messages name."""
 
 _KEY = r"[a-z][a-z0-9_]*"
 _TOKEN = re.compile(
     rf"`(?P<name>provider_kwargs\.{_KEY}|"
-    + "|".join(sorted(map(re.escape, {*_EPISODE, *_TASKSET}), key=len, reverse=True))
+    + "|".join(sorted(map(re.escape, SETTINGS), key=len, reverse=True))
     + r")(?: = (?P<value>[^`]+))?`"
 )
 _NO_VALUE = object()
 
 
+class Surface(ABC):
+    """How one surface (a command's flags) sets the settings the core names; its
+    binding defines it, and passes it to `render_settings` where it shows a message.
+    A name given to its methods is one `setting` accepts."""
+
+    @abstractmethod
+    def flag(self, name: str) -> str:
+        """How this surface sets setting `name`."""
+
+    def flag_given(self, name: str, value: Any) -> str:
+        """How this surface sets `name` to `value`: its flag, then the value as one
+        shell word (`shell_word`)."""
+        return f"{self.flag(name)} {shell_word(value)}"
+
+
 def setting(name: str, value: Any = _NO_VALUE) -> str:
     """The token naming setting `name` in a message (`` `name` ``), or naming it set
-    to `value` (`` `name = <value as JSON>` ``). `name` is one of the settings above,
-    or `provider_kwargs.<key>`; anything else is a ValueError (a misspelt name in the
+    to `value` (`` `name = <value as JSON>` ``). `name` is one of `SETTINGS`, or
+    `provider_kwargs.<key>`; anything else is a ValueError (a misspelt name in the
     core, caught where the message is written)."""
     token = f"`{name}`" if value is _NO_VALUE else f"`{name} = {json.dumps(value)}`"
     if not _TOKEN.fullmatch(token):
@@ -84,36 +99,21 @@ def named_settings(text: str) -> tuple[str, ...]:
 
 
 def render_settings(text: str, surface: Surface) -> str:
-    """`text` with each `setting` token spelled as `surface` sets that setting."""
+    """`text` with each `setting` token spelled as `surface` sets that setting (to
+    the token's value, if it has one)."""
 
     def spelled(m: re.Match[str]) -> str:
-        value = _NO_VALUE if m["value"] is None else _json_or_text(m["value"])
-        return f"`{spelling(m['name'], surface, value)}`"
+        if m["value"] is None:
+            return f"`{surface.flag(m['name'])}`"
+        return f"`{surface.flag_given(m['name'], _json_or_text(m['value']))}`"
 
     return _TOKEN.sub(spelled, text)
 
 
-def spelling(name: str, surface: Surface, value: Any = _NO_VALUE) -> str:
-    """How `surface` sets setting `name` (a name `setting` accepts), to `value` if
-    given."""
-    base, _, key = name.partition(".")
-    given = value is not _NO_VALUE
-    if surface == "check":
-        flag = _CHECK_KEYS.get(key) if key else _EPISODE.get(base) or _TASKSET.get(base)
-        if key and flag is None:
-            shown = json.dumps({key: value}) if given else f'{{"{key}": ...}}'
-            return f"--provider-kwargs '{shown}'"
-        flag = flag or base
-    elif surface == "vf04":
-        flag = f"--env.taskset.{name.replace('_', '-')}"
-    else:
-        under = "task.user." if base in _EPISODE else ""
-        flag = f"--taskset.{under}{name.replace('_', '-')}"
-    if not given or (value is True and flag in _CHECK_SWITCHES):
-        return flag
-    return (
-        f"{flag} {shlex.quote(value if isinstance(value, str) else json.dumps(value))}"
-    )
+def shell_word(value: Any) -> str:
+    """`value` as one word of a shell command line: a string as it is, anything
+    else as JSON, quoted where the shell needs it."""
+    return shlex.quote(value if isinstance(value, str) else json.dumps(value))
 
 
 def _json_or_text(value: str) -> Any:

@@ -6,6 +6,7 @@ simulator (`vf.User`) plays one OpenEnv episode.
   pool) handed to the user simulators; reward, stops, metrics;
 - `state.py`: `OpenEnvState`, the rollout's state the simulator and the eval share;
 - `user.py`: the user simulator that keeps the env session;
+- `flags.py`: how `eval` spells a setting the core's messages name (`EVAL_FLAGS`);
 - `account.py`: the episode account (the core's `EpisodeReport`) on the rollout state;
 - `tools.py`, `tool_desk.py`: native tool calling (the eval's tool server, and the
   simulator's side of each call);

@@ -20,6 +20,7 @@ import verifiers.v1 as vf
 from pydantic import Field, model_validator
 
 from openenv_v1.settings import EpisodeSettings, TasksetSettings
+from openenv_v1.vf02.flags import EVAL_FLAGS
 
 
 class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig):
@@ -72,9 +73,7 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
     task: OpenEnvTaskConfig = Field(default_factory=OpenEnvTaskConfig)
     """Per-task settings, under `--taskset.task.*`."""
 
-    @classmethod
-    def flag_prefix(cls) -> str:
-        return "--taskset."
+    surface = EVAL_FLAGS  # its messages name a setting as `eval` sets it
 
     @model_validator(mode="after")
     def _place_docker_user(self) -> Self:

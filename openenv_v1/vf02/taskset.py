@@ -45,6 +45,7 @@ from openenv_v1.core.launch.url_pool import UrlPool
 from openenv_v1.core.setting_names import render_settings
 from openenv_v1.taskset_core import OpenEnvData, TasksetCore, prepare_eval_process
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
+from openenv_v1.vf02.flags import EVAL_FLAGS
 from openenv_v1.vf02.null_harness import prepare_null_harness
 from openenv_v1.vf02.simulator.forks import SimulatorForks
 from openenv_v1.vf02.simulator.mcp_clients import share_tls_context
@@ -201,7 +202,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         super().__init__(config)
         prepare_eval_process(config.task.user.server_home)
         share_tls_context()  # verifiers opens an MCP client per user turn
-        self.core = TasksetCore.build(config, config.task.user, "vf02")
+        self.core = TasksetCore.build(config, config.task.user)
         self.forks: SimulatorForks | None = None
         if config.fork_simulators and config.forks_simulators_here():
             # Forks the fork server from this process now, while it has one thread
@@ -222,7 +223,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
             try:  # launches the first server: a bad option fails here
                 update["pool_url"] = self.pool.serve_http()
             except EnvFailure as e:
-                raise ValueError(render_settings(str(e), "vf02")) from None
+                raise ValueError(render_settings(str(e), EVAL_FLAGS)) from None
         elif self.core.secret_env:
             # The rollout launches its server itself, from a process that may not see
             # these variables (verifiers strips *API_KEY* ones): hand the values over

@@ -56,6 +56,7 @@ from openenv_v1.settings import env_target
 from openenv_v1.taskset_core import OpenEnvData, open_and_reset, user_message
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
+from openenv_v1.vf02.flags import EVAL_FLAGS
 from openenv_v1.vf02.simulator.forks import simulator_pid
 from openenv_v1.vf02.state import OpenEnvState
 from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
@@ -79,7 +80,7 @@ class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
             )
         except Exception as e:
             failure = setup_failure(target.label, e, target.secret_env.values())
-            self._failure = render_settings(failure, "vf02")
+            self._failure = render_settings(failure, EVAL_FLAGS)
         if task.tool_calls == "native" and self._episode is not None:
             try:
                 await self._publish_tools(self._episode)

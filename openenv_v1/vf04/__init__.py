@@ -9,13 +9,34 @@ env (played in the eval process) and an in-process chat harness.
     env.py      OpenEnvEnv: shared servers (start/stop), one episode per rollout
     chat.py     OpenEnvChatHarness: one model call per turn, no program per turn
     native.py   native tool calls: the episode lent to the harness, one step per call
+    flags.py    how `vf-eval` spells a setting a message names (no verifiers import)
 """
 
-from openenv_v1.taskset_core import OpenEnvData
-from openenv_v1.vf04.chat import OpenEnvChatHarness, OpenEnvChatHarnessConfig
-from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
-from openenv_v1.vf04.env import OpenEnvEnv, OpenEnvError
-from openenv_v1.vf04.taskset import OpenEnvTask, OpenEnvTaskset
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openenv_v1.taskset_core import OpenEnvData
+    from openenv_v1.vf04.chat import OpenEnvChatHarness, OpenEnvChatHarnessConfig
+    from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
+    from openenv_v1.vf04.env import OpenEnvEnv, OpenEnvError
+    from openenv_v1.vf04.taskset import OpenEnvTask, OpenEnvTaskset
+
+# Imported on first use, so `flags` (this line's spelling of the settings) loads
+# without verifiers 0.4.
+_HOMES = {
+    "OpenEnvChatHarness": "openenv_v1.vf04.chat",
+    "OpenEnvChatHarnessConfig": "openenv_v1.vf04.chat",
+    "OpenEnvConfig": "openenv_v1.vf04.config",
+    "OpenEnvData": "openenv_v1.taskset_core",
+    "OpenEnvEnv": "openenv_v1.vf04.env",
+    "OpenEnvEnvConfig": "openenv_v1.vf04.config",
+    "OpenEnvError": "openenv_v1.vf04.env",
+    "OpenEnvTask": "openenv_v1.vf04.taskset",
+    "OpenEnvTaskset": "openenv_v1.vf04.taskset",
+}
 
 __all__ = [
     "OpenEnvChatHarness",
@@ -28,3 +49,11 @@ __all__ = [
     "OpenEnvTask",
     "OpenEnvTaskset",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if home := _HOMES.get(name):
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'openenv_v1.vf04' has no attribute {name!r}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import verifiers.v1 as vf
 
 from openenv_v1.settings import EpisodeSettings, TasksetSettings
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 
 
 class OpenEnvConfig(TasksetSettings, EpisodeSettings, vf.TasksetConfig):
@@ -25,9 +26,7 @@ class OpenEnvConfig(TasksetSettings, EpisodeSettings, vf.TasksetConfig):
     the env's own tasks (OpenEnv's Task API; see `openenv_v1.settings.TaskSettings`).
     Every setting is one both lines share (`openenv_v1.settings`)."""
 
-    @classmethod
-    def flag_prefix(cls) -> str:
-        return "--env.taskset."
+    surface = VF_EVAL_FLAGS  # its messages name a setting as `vf-eval` sets it
 
 
 class OpenEnvEnvConfig(vf.EnvConfig):

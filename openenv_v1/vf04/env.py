@@ -45,6 +45,7 @@ from openenv_v1.settings import env_target
 from openenv_v1.taskset_core import TasksetCore, open_and_reset, user_message
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 from openenv_v1.vf04.native import lend
 from openenv_v1.vf04.taskset import OpenEnvTaskset
 
@@ -92,7 +93,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
             try:  # a bad launch option fails here
                 self._leases = self.pool.local()
             except EnvFailure as e:
-                raise ValueError(render_settings(str(e), "vf04")) from None
+                raise ValueError(render_settings(str(e), VF_EVAL_FLAGS)) from None
 
     async def stop(self) -> None:
         """Stop the shared env servers (their whole process groups); a `base_url`
@@ -113,7 +114,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 episode, turn = await open_and_reset(target, self.openenv, stack, data)
             except Exception as e:
                 failure = setup_failure(target.label, e, target.secret_env.values())
-                raise OpenEnvError(render_settings(failure, "vf04")) from None
+                raise OpenEnvError(render_settings(failure, VF_EVAL_FLAGS)) from None
             report = episode.report
             async with agents.player.interaction(task) as interaction:
                 lent = (

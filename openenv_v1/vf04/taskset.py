@@ -55,7 +55,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
 
     def __init__(self, config: OpenEnvConfig) -> None:
         prepare_eval_process(config.server_home)
-        self.core = TasksetCore.build(config, config, "vf04")
+        self.core = TasksetCore.build(config, config)
         # The episode settings are this config's own: the same config, with the
         # defaults of the env's openenv.yaml.
         super().__init__(cast(OpenEnvConfig, self.core.episode))

@@ -299,6 +299,9 @@ def test_docker_with_a_base_url_is_refused_naming_the_flags(tmp_path):
         timeout=120,
     )
     assert proc.returncode != 0 and episodes == []
-    said = proc.stderr + proc.stdout
-    assert "drop --env.taskset.use-docker" in said
-    assert "drop --env.taskset.base-url" in said
+    # vf-eval shows it in a box, wrapped: its lines joined again.
+    said = " ".join(
+        line.strip("│ ") for line in (proc.stderr + proc.stdout).splitlines()
+    )
+    assert "drop `--env.taskset.use-docker`" in said
+    assert "drop `--env.taskset.base-url`" in said

@@ -5,9 +5,11 @@ name it in a real `vf-eval` (a wrong app: test_vf_eval.py)."""
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from openenv_v1 import OpenEnvConfig
 from openenv_v1.core.setting_names import render_settings, setting
+from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 from tests.servers import model_flags, policy_server, processes_matching, wait_until
 from tests.setting_spellings import SPELLINGS, field_at
 from tests.test_failures_name_settings import MISSING, SLOW_APP, SLOW_KWARGS
@@ -17,7 +19,7 @@ from tests.vf04.evals import run_vf_eval
 @pytest.mark.parametrize("name", SPELLINGS)
 def test_the_verifiers_04_spelling_is_a_field_of_its_config(name):
     flag = SPELLINGS[name][1]
-    assert render_settings(setting(name), "vf04") == f"`{flag}`"
+    assert render_settings(setting(name), VF_EVAL_FLAGS) == f"`{flag}`"
     assert field_at(OpenEnvConfig, flag, "--env.taskset.")
 
 
@@ -61,3 +63,16 @@ def test_vf_eval_missing_project_path_names_the_vf_eval_flag(tmp_path):
         f"ValueError: project_path {MISSING!r} is not a directory; set "
         "`--env.taskset.provider-kwargs.project-path` to the env's source checkout"
     ) in proc.stderr
+
+
+def test_a_launch_with_a_base_url_is_refused_naming_the_vf_eval_flags():
+    with pytest.raises(ValidationError) as info:
+        OpenEnvConfig(base_url="http://127.0.0.1:9", provider="modal")
+    assert "drop `--env.taskset.provider`, or drop `--env.taskset.base-url`" in str(
+        info.value
+    )
+    with pytest.raises(ValueError) as raised:
+        OpenEnvConfig(id="openenv-v1").require_target("openenv-v1")
+    assert "pass `--env.taskset.env` <org/name> (launched with UV) or " in str(
+        raised.value
+    )

@@ -106,6 +106,7 @@ from openenv_v1.core.errors import (
 )
 from openenv_v1.core.http_client import http_base
 from openenv_v1.core.launch.target import EnvSession, server_lost
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.target import EnvTarget
@@ -442,7 +443,10 @@ class EnvEpisode:
         """Why no step may be sent: the episode's budget is spent."""
         budget = self.limits.episode_timeout_s
         if budget is not None and time.monotonic() - self._reset_at > budget:
-            return f"the episode budget of {budget:.0f}s (episode_timeout_s) is spent"
+            return (
+                f"the episode budget of {budget:.0f}s "
+                f"({setting('episode_timeout_s')}) is spent"
+            )
         return None
 
     async def _refused(self, e: Exception) -> Turn:

@@ -51,6 +51,7 @@ from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.launch.options import read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.light_import import without_gradio
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
@@ -179,9 +180,9 @@ def preflight(target: EnvTarget) -> None:
     if not _has_module(spec.module):
         raise EnvFailure(
             f"provider {spec.name!r} needs OpenEnv's {spec.cls}, which "
-            f"{_installed_openenv()} does not have: it ships with openenv 0.10 (the "
-            "verifiers 0.2 line); on this line, use provider daytona, swarm, docker "
-            "or uv"
+            f"{_installed_openenv()} does not have: it ships with openenv 0.10; with "
+            f"this openenv, set {setting('provider')} to daytona, swarm, docker or "
+            "uv"
         )
     missing = [name for name in spec.sdk if not _has_module(name)]
     if not missing and spec.sdk_attr:
@@ -213,7 +214,8 @@ def _read_options(
     for key in kwargs:
         if key in spec.credential_options:
             raise EnvFailure(
-                f"provider_kwargs.{key} would put a credential in the config: drop "
+                f"{setting(f'provider_kwargs.{key}')} would put a credential in the "
+                "config: drop "
                 f"it, and set {', '.join(spec.variables)} in the eval's environment "
                 f"instead ({spec.cls} reads them there)"
             )
@@ -235,7 +237,7 @@ def _read_options(
         __config__=ConfigDict(extra="forbid", protected_namespaces=()),
         **fields,
     )
-    return read_options(model, kwargs, spec.cls, "provider_kwargs").model_dump(
+    return read_options(model, kwargs, spec.cls, setting("provider_kwargs")).model_dump(
         exclude_unset=True
     )
 
@@ -367,9 +369,9 @@ def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
     ignored = sorted(_LOCAL_ONLY & kwargs.keys())
     if ignored:
         logger.warning(
-            "provider %s ignores provider_kwargs %s (a sandbox runs its image's "
-            "server)",
+            "provider %s ignores %s %s (a sandbox runs its image's server)",
             spec.name,
+            setting("provider_kwargs"),
             ", ".join(ignored),
         )
     for key in ignored:
@@ -383,7 +385,8 @@ def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
             "takes it"
         )
         raise EnvFailure(
-            f"provider {spec.name!r} needs provider_kwargs.image: {example}"
+            f"provider {spec.name!r} needs {setting('provider_kwargs.image')}: "
+            f"{example}"
         )
     options = _read_options(spec, provider_class(spec), kwargs)
     del options["image"]

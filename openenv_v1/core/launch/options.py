@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,9 @@ def read_options(
     ignored = sorted(set(ignore) & kwargs.keys())
     if ignored:
         logger.warning(
-            "%s launches ignore provider_kwargs %s (%s)",
+            "%s launches ignore %s %s (%s)",
             launcher,
+            setting("provider_kwargs"),
             ", ".join(ignored),
             because,
         )
@@ -65,7 +67,7 @@ def read_options(
         return model(**kwargs)
     except ValidationError as e:
         problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or 'provider_kwargs'}: {err['msg']}"
+            f"{'.'.join(map(str, err['loc'])) or where}: {err['msg']}"
             for err in e.errors()
         )
         raise EnvFailure(

@@ -38,6 +38,7 @@ from typing import (
 )
 
 from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_project import AppChoice
@@ -125,30 +126,31 @@ assert set(PLACES) == set(get_args(ProviderName))
 
 
 def settle_use_docker(
-    provider: str | None, *, use_docker: bool, base_url: str | None, flags: str
+    provider: str | None, *, use_docker: bool, base_url: str | None
 ) -> bool:
     """The `use_docker` a config means, given its `provider` (`docker` turns it on:
     one meaning, two spellings). Raises `ValueError` for a launch (`use_docker` or a
     provider) with `base_url`, or `use_docker` with another provider, naming the
-    flags under `flags` (the config's prefix, e.g. `--taskset.`)."""
+    settings to change by token (the config renders them)."""
+    drop_base_url = f"drop {setting('base_url')}"
     if base_url and use_docker:
         raise ValueError(
             "use_docker launches a server, but base_url connects to a running one: "
-            f"drop {flags}use-docker, or drop {flags}base-url"
+            f"drop {setting('use_docker')}, or {drop_base_url}"
         )
     if provider is None:
         return use_docker
     if base_url:
         raise ValueError(
             f"provider {provider!r} launches servers, but base_url connects to a "
-            f"running one: drop {flags}provider, or drop {flags}base-url"
+            f"running one: drop {setting('provider')}, or {drop_base_url}"
         )
     if provider == "docker":
         return True
     if use_docker:
         raise ValueError(
             f"use_docker runs servers with Docker, but provider is {provider!r}: "
-            f"drop {flags}use-docker, or set {flags}provider docker"
+            f"drop {setting('use_docker')}, or set {setting('provider', 'docker')}"
         )
     return False
 

@@ -80,6 +80,7 @@ from openenv_v1.core.launch.pool_servers import (
 )
 from openenv_v1.core.launch.process_group import process_running
 from openenv_v1.core.local_http import LocalEndpoint
+from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
 
@@ -335,8 +336,8 @@ class ServerPool:
                 f"{self._target.env}: all {len(self._servers)} shared env "
                 "server(s) stayed at their session limit, with no session ending, "
                 f"for {self._capacity_wait_s:.0f}s ({self._growth_limit()}; raise "
-                "taskset.max_servers or the server's session limit, or lower the "
-                "eval's concurrency)"
+                f"{setting('max_servers')} or the server's session limit, or lower "
+                "the eval's concurrency)"
             )
         return None
 
@@ -361,9 +362,11 @@ class ServerPool:
         return launched > 0
 
     def _growth_limit(self) -> str:
-        if self._max_servers is not None and len(self._servers) >= self._max_servers:
-            return f"max_servers is {self._max_servers}"
-        return "the host has too little free memory for another server"
+        if self._max_servers is None or len(self._servers) < self._max_servers:
+            return "the host has too little free memory for another server"
+        if "port" in self._target.provider_kwargs:
+            return f"{setting('provider_kwargs.port')} lets one server bind it"
+        return f"{setting('max_servers', self._max_servers)} is set"
 
     def _memory_allows_launch_locked(self) -> bool:
         """With no `max_servers`, a launch must leave `MEMORY_FLOOR_BYTES` free, or

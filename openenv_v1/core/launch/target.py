@@ -79,7 +79,10 @@ async def open_env(
     if _leases_sessions(target):
         return await _open_leased(target, stack)
     if not target.env:
-        raise EnvFailure("no environment: set `env` (an OpenEnv id) or `base_url`")
+        raise EnvFailure(
+            f"no environment: set {setting('env')} (an OpenEnv id) or "
+            f"{setting('base_url')}"
+        )
     if target.launcher != "uv":
         return await _open_launched(target, stack, on_launch)
     return await _open_uv(target, stack, on_launch)

@@ -199,7 +199,9 @@ class SupervisedUVProvider(UVProvider):
             raise RuntimeError("UVProvider is already running")
         project = self.project = EnvProject.read(self._project_dir())
         if self._user_app:
-            self._candidates = [AppChoice(self._user_app, "set in provider_kwargs.app")]
+            self._candidates = [
+                AppChoice(self._user_app, f"set in {setting('provider_kwargs.app')}")
+            ]
         else:
             self._candidates = project.app_candidates()
         if not self._candidates:

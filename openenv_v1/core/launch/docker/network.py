@@ -35,6 +35,7 @@ import threading
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import run_docker
 from openenv_v1.core.launch.docker.reaper import MANAGED_LABEL, SHARED_NETWORKS
+from openenv_v1.core.setting_names import setting
 
 ISOLATED, EGRESS = SHARED_NETWORKS
 _BRIDGES = {ISOLATED: "ov1-isolated", EGRESS: "ov1-egress"}
@@ -80,7 +81,7 @@ def _create(name: str, egress: bool) -> None:
     raise EnvFailure(
         f"cannot create the Docker network {name} for env containers: "
         f"{(result.stderr or result.stdout).strip()} (or set "
-        "provider_kwargs.network to an existing network)"
+        f"{setting('provider_kwargs.network')} to an existing network)"
     )
 
 

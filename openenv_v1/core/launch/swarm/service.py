@@ -84,9 +84,11 @@ class SwarmService:
         )
         if not self.egress and options.publish != "local":
             raise EnvFailure(
-                f"provider_kwargs.publish {options.publish!r} publishes through a "
-                "network with a way out, so it needs egress: drop egress false, or "
-                'use publish "local" (nothing published, no egress)'
+                f"{setting('provider_kwargs.publish', options.publish)} publishes "
+                "through a network with a way out, so it needs egress: drop "
+                f"{setting('provider_kwargs.egress', False)}, or set "
+                f"{setting('provider_kwargs.publish', 'local')} (nothing "
+                "published, no egress)"
             )
 
     @property
