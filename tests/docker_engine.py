@@ -1,7 +1,8 @@
 """A real Docker engine for the tests and CI, and the stand-in OpenEnv base image.
 
-OpenEnv's env Dockerfiles start `FROM ghcr.io/meta-pytorch/openenv-base:latest`, and no
-image registry is reachable from these machines. So this module:
+OpenEnv's env Dockerfiles start `FROM ghcr.io/huggingface/openenv-base:latest` (since the
+repository moved to huggingface/OpenEnv; before, `ghcr.io/meta-pytorch/openenv-base`),
+and no image registry is reachable from these machines. So this module:
 
 - `ensure_engine()`: uses the engine that answers; else, as root, installs Debian's
   `docker.io` when `dockerd` is missing and starts `dockerd` in the background,
@@ -11,7 +12,7 @@ image registry is reachable from these machines. So this module:
   (`debootstrap`, then `docker import`) and PyPI (uv, uvicorn, fastapi), with this
   machine's CA bundle inside (the registries are reached through a TLS-inspecting
   path). The image carries a hash of its inputs as a label and is rebuilt only when
-  they change.
+  they change. It answers to both names (`BASE_ALIASES`).
 
 Only the standard library is used, so CI runs it before any environment exists:
 
@@ -41,6 +42,9 @@ DOCKER = "/usr/bin/docker"
 """Debian's client: BuildKit works with `DOCKER_BUILDKIT=1` and no buildx (the newer
 client some images ship in /usr/local/bin wants buildx)."""
 BASE_IMAGE = "ghcr.io/meta-pytorch/openenv-base:latest"
+BASE_ALIASES = ("ghcr.io/huggingface/openenv-base:latest",)
+"""The base's name since OpenEnv moved to huggingface/OpenEnv: the stand-in is tagged
+so too."""
 PYTHON_IMAGE = "python:3.11-slim"
 """Some env Dockerfiles start FROM it (coding_env): the stand-in base is tagged so too,
 unless a real one is here."""
@@ -280,6 +284,10 @@ def ensure_base_image(log=print) -> str:
 
 
 def _tag_python_image(inputs: str) -> None:
+    """Tag the stand-in base with its other names: `BASE_ALIASES`, and
+    `PYTHON_IMAGE` unless a real one is here."""
+    for alias in BASE_ALIASES:
+        docker("tag", BASE_IMAGE, alias)
     if _image_label(PYTHON_IMAGE, INPUTS_LABEL) in (None, inputs):
         docker("tag", BASE_IMAGE, PYTHON_IMAGE)
 

@@ -18,6 +18,8 @@ from openenv_v1.core.launch.docker.options import DockerOptions
 from tests import docker_engine
 
 BASE = "ghcr.io/meta-pytorch/openenv-base:latest"
+BASE_NOW = "ghcr.io/huggingface/openenv-base:latest"
+"""The base's name in today's OpenEnv (huggingface/OpenEnv)."""
 # One worker: the `repo` fixture of each test removes the images of both its envs.
 pytestmark = pytest.mark.xdist_group("docker_build")
 
@@ -95,12 +97,13 @@ def test_an_in_repo_dockerfile_that_copies_from_the_repo_root_builds_from_it(rep
 
 def test_an_env_folder_whose_dockerfile_copies_itself_builds_standalone(repo):
     """A Dockerfile that copies `.` (most of OpenEnv's) is built from the env folder
-    alone, with `BUILD_MODE=standalone`, in a repo's `envs/` too."""
+    alone, with `BUILD_MODE=standalone`, in a repo's `envs/` too; FROM the base's
+    name in today's OpenEnv."""
     env = repo / "envs" / "standalone_env"
     env.mkdir()
     (env / "app.txt").write_text("standalone\n")
     (env / "Dockerfile").write_text(
-        f"FROM {BASE}\nARG BUILD_MODE=unset\nCOPY . /app/env/\n"
+        f"FROM {BASE_NOW}\nARG BUILD_MODE=unset\nCOPY . /app/env/\n"
         'RUN echo "$BUILD_MODE" > /app/mode\n'
     )
     built = ensure_env_image(env)
