@@ -98,5 +98,5 @@ def test_base_url_takes_a_list_a_json_list_or_one_url_and_names_bad_lists():
     single = OpenEnvConfig(base_url=urls[:1])
     assert single.base_url == urls[0] and not single.leases_servers()
     for bad, says in (("[", "not a JSON list"), ([], "no URL"), (urls * 2, "twice")):
-        with pytest.raises(ValueError, match=rf"--taskset\.base-url .*{says}"):
+        with pytest.raises(ValueError, match=rf"`--taskset\.base-url` .*{says}"):
             OpenEnvConfig(base_url=bad)

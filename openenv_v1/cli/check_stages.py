@@ -30,6 +30,7 @@ from openenv_v1.cli.check_report import (
     ToolInfo,
     played,
 )
+from openenv_v1.cli.flags import CHECK_FLAGS
 from openenv_v1.core.episode.actions import InvalidAction, parse_action
 from openenv_v1.core.episode.env_source import env_source_dir, read_reset_params
 from openenv_v1.core.episode.mcp_route import SessionRpcClient, locked_core_version
@@ -314,7 +315,7 @@ async def _warn_lacking_credentials(run: CheckRun) -> None:
                 f"{forward_advice(credentials)}; the reset played without "
                 f"{'it' if len(credentials) == 1 else 'them'}, but an episode that "
                 "needs one will fail",
-                "check",
+                CHECK_FLAGS,
             )
         )
 
