@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from openenv_v1.core import EnvFailure, EnvTarget, open_env
+from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_env, open_episode
 from openenv_v1.core.launch.docker.image import ensure_env_image
 from openenv_v1.core.launch.docker.reaper import OWNER_LABEL, RUN_LABEL, owner_token
 from openenv_v1.core.launch.pool import ServerPool
+from tests import docker_engine
 from tests.real_docker import (
     CODE_ENV,
     docker_json,
@@ -308,3 +309,24 @@ async def test_a_server_that_exits_before_ready_fails_at_once_with_its_log(
     ), message
     assert time.monotonic() - started < 60
     assert labelled(mine) == []
+
+
+async def test_a_container_killed_mid_episode_is_launched_again_and_the_episode_resumed(
+    mine,
+):
+    """A launch of the episode's own whose container is killed after the reset: the
+    episode launches another, replays the reset there (it answers the same), sends
+    the action, and ends as an undisturbed episode does; no container is left."""
+    async with contextlib.AsyncExitStack() as stack:
+        episode = await open_episode(code_target(), EpisodeLimits(), stack)
+        await episode.reset({"seed": 1})
+        [first] = labelled(mine)
+        docker_engine.docker("kill", first)
+        await episode.act('{"code": "print(6 * 7)"}')
+        report = episode.report
+        assert (report.error, report.done, report.reward) == (None, True, 1.0)
+        [resume] = report.resumes
+        assert resume["replayed_steps"] == 0 and resume["server"] == episode.base_url
+        # Another container (the address may be the same: the network reuses it).
+        assert labelled(mine) not in ([], [first])
+    wait_until_gone(mine)
