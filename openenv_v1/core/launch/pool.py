@@ -35,11 +35,12 @@ process that builds the taskset (the eval, or one env-server worker):
 Servers are forked from one long-lived thread, so a pool killed outright still takes
 them with it (`pool_launch`); `close()` (also run at exit) stops them all.
 
-`ServerPool` owns the one lock and composes the parts, each of its own module: its
-leases and the requests waiting for room (`lease_book`), its servers and what their
-launches said (`pool_servers.PoolServers`), the launches themselves (`pool_launch`),
-how far it grows (`pool_growth`); both ends of a lease (in process, and the
-endpoint's requests and client) are `leases`'.
+`ServerPool` is a lease desk as `url_pool.UrlPool` is (`lease_book`: the leases, the
+requests waiting for room, the lease calls, under the desk's one lock), over parts of
+its own, each in its module: its servers and what their launches said
+(`pool_servers.PoolServers`), the launches (`pool_launch`), how far it grows
+(`pool_growth`). Both ends of a lease (in process, and the endpoint's requests and
+client) are `leases`'.
 """
 
 from __future__ import annotations
