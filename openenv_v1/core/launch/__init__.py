@@ -20,9 +20,13 @@ stops with the caller's exit stack:
                       replicas
     cloud.py          OpenEnv's cloud sandbox providers behind the launcher face
     pool.py           ServerPool: servers launched once and leased by many rollouts;
-                      pool_servers.py (its record of each server)
+                      pool_servers.py (its records of its servers),
+                      pool_launch.py (how each comes up), pool_growth.py (how
+                      many it launches, and what stops it)
     url_pool.py       UrlPool: the running servers of a base_url list, leased as
                       the pool's are
+    lease_book.py     what both desks lease with: their leases, the requests
+                      waiting for room, and the lease calls
     leases.py         both ends of a lease: in process, and over the pool's endpoint
     env_target.py     EnvTarget: where an episode's environment comes from
     env_project.py    what an env folder's files say about serving it
@@ -34,8 +38,9 @@ stops with the caller's exit stack:
 Imports follow the tree, top to bottom, at module and function level alike:
 `target` -> `plan` -> the places (`uv`, `docker.container`, `swarm.replica`,
 `cloud`, imported by name when a target asks for one; they import `plan` for
-`LaunchPlan` and `run_here`); `target` -> `url_pool`; `pool` -> `plan`, `leases`,
-`pool_servers`; `url_pool` -> `leases`, `pool_servers`;
+`LaunchPlan` and `run_here`); `target` -> `url_pool`; `pool` -> `pool_launch`
+-> `plan`; `pool` and `url_pool` -> `leases`, `lease_book`, `pool_servers`;
+`pool` -> `pool_growth`;
 `env_target` and `leases`, `env_project`, `server_env`, `options`, `readiness` and
 `process_group` at the bottom. Nothing below `target` imports it; the places name
 `EnvTarget` for its type only. No circle.

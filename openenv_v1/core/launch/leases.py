@@ -53,7 +53,8 @@ class PoolLeases(Protocol):
 
 
 class LeaseDesk(Protocol):
-    """The pool's side of a lease (`pool.ServerPool`)."""
+    """A desk's side of a lease (`lease_book.LeaseDeskBase`: `pool.ServerPool`,
+    `url_pool.UrlPool`)."""
 
     async def lease_async(
         self,

@@ -18,8 +18,7 @@ process that builds the taskset (the eval, or one env-server worker):
 - the session limit is learned: a rollout refused with `CAPACITY_REACHED` hands its
   lease back as `rejected`, which caps that server at the sessions it already holds;
   while every server is full, as many more are launched at once as the waiting
-  leases need (up to `max_servers`, if set, and while the host keeps memory for
-  one more: `MEMORY_FLOOR_BYTES`, or twice the largest server's, is left free);
+  leases need, within `max_servers` or the host's memory (`pool_growth`);
 - a lease waits while servers start or sessions end; it fails only when every
   server stayed full, with no session ending, for `capacity_wait_s`;
 - a failed first launch (wrong `app`, missing dependency) fails every waiting lease
@@ -33,72 +32,51 @@ process that builds the taskset (the eval, or one env-server worker):
   else its `/health` is probed, and it is dropped (with its other sessions) only when
   `HEALTH_PROBES` probes in a row fail; one that answers takes leases again.
 
-Servers are forked from one long-lived thread, which is what their parent-death signal
-is tied to: if this process is killed outright, they still get SIGTERM. `close()` (also
-run at exit) stops them all.
+Servers are forked from one long-lived thread, so a pool killed outright still takes
+them with it (`pool_launch`); `close()` (also run at exit) stops them all.
 
-The pool's record of each server is `pool_servers`'; both ends of a lease (in
-process, and the endpoint's requests and client) are `leases`'. Over ~500 lines: `ServerPool` is one state
-machine under one lock (leases, launches, growth and the health of its servers all
-read and change the same records and wake the same waiters), so it stays one class.
+`ServerPool` is a lease desk as `url_pool.UrlPool` is (`lease_book`: the leases, the
+requests waiting for room, the lease calls, under the desk's one lock), over parts of
+its own, each in its module: its servers and what their launches said
+(`pool_servers.PoolServers`), the launches (`pool_launch`), how far it grows
+(`pool_growth`). Both ends of a lease (in process, and the endpoint's requests and
+client) are `leases`'.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import functools
 import logging
-import math
-import os
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-import anyio
-
-from openenv_v1.core.errors import EnvFailure, redact
+from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.launch.lease_book import LeaseDeskBase, LeaseWait
 from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
-from openenv_v1.core.launch.plan import (
-    Launcher,
-    LaunchPlan,
-    launch_failure,
-    launch_plan,
-)
+from openenv_v1.core.launch.plan import Launcher
+from openenv_v1.core.launch.pool_growth import MEMORY_FLOOR_BYTES, Growth
+from openenv_v1.core.launch.pool_launch import PoolState, ServerLaunches
 from openenv_v1.core.launch.pool_servers import (
-    Lease,
-    LeaseWait,
+    LAUNCH_FAILURES,
     PooledServer,
+    PoolServers,
     answers_health,
-    available_memory,
-    group_rss,
 )
-from openenv_v1.core.launch.process_group import process_running
 from openenv_v1.core.local_http import LocalEndpoint
 from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
 
-MEMORY_FLOOR_BYTES = 1 << 30
-"""Memory left free on the host when no `max_servers` bounds the launches."""
-_WAIT_POLL_S = 0.5
-"""A waiting lease re-checks at least this often (dead leasers, dead servers)."""
-_REAP_EVERY_S = 0.2
-LAUNCH_FAILURES = 3
-"""Failed launches in a row (none up in between), once a server of the pool has come
-up, that fail the waiting leases as a failed first launch does."""
 HEALTH_PROBES = 3
 """Failed `/health` probes in a row (2 s each, a second apart) that drop a server a
 rollout could not reach."""
 _PROBE_SPACING_S = 1.0
 
 
-class ServerPool:
+class ServerPool(LeaseDeskBase):
     """Shared env servers (UV processes or containers) for one env target; see the
     module docstring.
 
@@ -117,31 +95,19 @@ class ServerPool:
     ) -> None:
         if target.base_url or not target.env:
             raise ValueError("ServerPool launches env servers: give it an `env` target")
+        super().__init__(logger)
         self._target = target
-        self._sessions_per_server = sessions_per_server
-        # A fixed port can only be bound once.
-        self._max_servers = 1 if "port" in target.provider_kwargs else max_servers
+        self._growth = Growth(target, max_servers)
         self._capacity_wait_s = capacity_wait_s
-        self._cond = threading.Condition()
-        self._servers: list[PooledServer] = []
-        self._leases: dict[str, Lease] = {}
-        self._waiting = 0
-        """Lease requests waiting for room."""
-        self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = (
-            set()
+        self._servers = PoolServers()
+        self._closed = threading.Event()
+        self._launches = ServerLaunches(
+            target,
+            sessions_per_server,
+            PoolState(self._cond, self._servers, self._waiters, self._closed),
+            logger,
         )
-        self._last_release = time.monotonic()
-        self._last_reap = 0.0
-        self._failure: str | None = None
-        self._ever_up = False
-        self._capacity_seen = 0
-        """The largest session limit of a server dropped, or the most sessions it
-        held: what a pool whose servers were all lost grows at."""
-        self._failed_launches = 0
-        """Launches failed in a row since one last came up."""
-        self._closed = False
         self._started = False
-        self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
         self._http: LocalEndpoint | None = None
 
     @property
@@ -156,14 +122,13 @@ class ServerPool:
             if self._started:
                 return
             self._started = True
-            first = self._launch_locked()
+            first = self._launches.launch_locked()
             # A plan may run several servers from the start (a Swarm service's
             # tasks in host mode): each is a server of the pool.
             for _ in range(first.servers_at_start - 1):
-                if self._max_servers is not None:
-                    if len(self._servers) >= self._max_servers:
-                        break
-                self._launch_locked()
+                if not self._growth.may_add(len(self._servers)):
+                    break
+                self._launches.launch_locked()
         atexit.register(self.close)
 
     def serve_http(self) -> str:
@@ -192,107 +157,43 @@ class ServerPool:
 
         `rejected` hands back a lease whose server answered `CAPACITY_REACHED`;
         `unreachable` one whose server could not be connected to, which is dropped
-        (and stopped) unless it answers `/health`. Blocks the calling thread; see
-        `lease_async` for the event loop's way."""
+        (and stopped) unless it answers `/health` (`_lost`). Blocks the calling
+        thread; `lease_async` is the event loop's way."""
         if unreachable is not None:
-            self._check_unreachable(unreachable)
+            self._lost(unreachable)
         wait = LeaseWait()
         with self._cond:
-            if rejected is not None:
-                self._learn_capacity_locked(rejected)
-            self._waiting += 1
+            self._enter_locked(rejected)
             try:
-                while (got := self._try_lease_locked(pid, wait)) is None:
-                    self._cond.wait(_WAIT_POLL_S)
-                return got
+                return self._waiters.block_locked(
+                    lambda: self._try_lease_locked(pid, wait)
+                )
             finally:
                 self._waiting -= 1
-
-    async def lease_async(
-        self,
-        rejected: str | None = None,
-        unreachable: str | None = None,
-        pid: int | None = None,
-    ) -> tuple[str, str]:
-        """`lease` for a rollout on an event loop (`pid`: the leasing process, this
-        one by default): it waits on a future the pool completes when a server
-        comes up or a session ends, so hundreds of waiting rollouts hold no
-        thread."""
-        if unreachable is not None:
-            await anyio.to_thread.run_sync(self._check_unreachable, unreachable)
-        loop = asyncio.get_running_loop()
-        wait, pid = LeaseWait(), os.getpid() if pid is None else pid
-        with self._cond:
-            if rejected is not None:
-                self._learn_capacity_locked(rejected)
-            self._waiting += 1
-        try:
-            while True:
-                changed = loop.create_future()
-                with self._cond:
-                    got = self._try_lease_locked(pid, wait)
-                    if got is not None:
-                        return got
-                    self._async_waiters.add((loop, changed))
-                try:
-                    await asyncio.wait([changed], timeout=_WAIT_POLL_S)
-                finally:
-                    with self._cond:
-                        self._async_waiters.discard((loop, changed))
-        finally:
-            with self._cond:
-                self._waiting -= 1
-
-    def confirm(self, lease_id: str) -> None:
-        """The leased session was accepted: it counts toward what the server is
-        known to hold (and a limit learned too low is raised to it)."""
-        with self._cond:
-            lease = self._leases.get(lease_id)
-            if lease is None:
-                return
-            if lease.server.confirm(lease_id):
-                self._notify_locked()
-
-    def release(self, lease_id: str, lost: bool = False) -> None:
-        """The rollout is done with its session. `lost`: its server failed it (a
-        refused or closed connection): no lease goes to that server again unless it
-        answers `/health` (`unreachable` of `lease`, without a lease in return)."""
-        if lost:
-            self._check_unreachable(lease_id)
-            return
-        with self._cond:
-            if self._drop_lease_locked(lease_id) is not None:
-                self._last_release = time.monotonic()
-                self._notify_locked()
 
     def close(self) -> None:
         """Stop serving leases and stop every launched server (their whole process
         groups). Safe to call more than once."""
         with self._cond:
-            if self._closed:
+            if self._closed.is_set():
                 return
-            self._closed = True
-            servers, self._servers = self._servers, []
-            self._leases.clear()
-            self._notify_locked()
+            self._closed.set()
+            servers = self._servers.take_all()
+            self._book.clear()
+            self._waiters.notify_locked()
         if self._http is not None:
             self._http.close()
         for server in servers:
             with contextlib.suppress(Exception):
                 server.provider.stop()
-        self._owner.shutdown(wait=False)
+        self._launches.shutdown()
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)
 
     def servers(self) -> list[str]:
         """URLs of the servers that are up, for logs and tests."""
         with self._cond:
-            return [s.url for s in self._servers if s.ready and s.url]
-
-    def leases_held(self) -> int:
-        """Leases not yet handed back, for logs and tests."""
-        with self._cond:
-            return len(self._leases)
+            return self._servers.urls_up()
 
     def launched(self) -> int:
         """Servers launched so far, up or starting, for logs and benchmarks."""
@@ -304,22 +205,17 @@ class ServerPool:
     def _try_lease_locked(self, pid: int, wait: LeaseWait) -> tuple[str, str] | None:
         """A lease on the least busy server with room, or None to wait; launches the
         servers the waiting leases need. Raises `EnvFailure` as `lease` says."""
-        if self._closed:
+        if self._closed.is_set():
             raise EnvFailure("the shared env server pool was closed")
         self._reap_locked()
-        candidates = [s for s in self._servers if s.has_room()]
+        candidates = self._servers.with_room()
         if candidates:
-            server = min(candidates, key=lambda s: len(s.leases))
-            lease_id = uuid.uuid4().hex
-            server.leases.add(lease_id)
-            self._leases[lease_id] = Lease(server, pid)
-            assert server.url is not None
-            return lease_id, server.url
+            return self._book.grant(min(candidates, key=lambda s: len(s.leases)), pid)
         # A suspect server is being probed: wait for its verdict, as for a start.
-        starting = any(not s.ready or s.suspect for s in self._servers)
-        if not starting and self._failure is not None:
-            raise EnvFailure(self._failure)
-        if any(s.settling() or s.capacity is None for s in self._servers):
+        starting = self._servers.starting()
+        if not starting and self._servers.failure is not None:
+            raise EnvFailure(self._servers.failure)
+        if self._servers.on_trial():
             # Sessions on trial (on a server of unknown limit, or one that may
             # hold more than it seemed) end within one request's timeout; then the
             # limits are known and the launches below fit the demand.
@@ -328,164 +224,36 @@ class ServerPool:
             # A starting server's own launch timeout bounds the wait.
             wait.full_since = None
             return None
-        now = time.monotonic()
-        wait.full_since = wait.full_since or now
-        stuck_since = max(wait.full_since, self._last_release)
-        if now - stuck_since >= self._capacity_wait_s:
+        if self._waiters.stuck_locked(wait, self._capacity_wait_s):
             raise EnvFailure(
                 f"{self._target.env}: all {len(self._servers)} shared env "
                 "server(s) stayed at their session limit, with no session ending, "
-                f"for {self._capacity_wait_s:.0f}s ({self._growth_limit()}; raise "
+                f"for {self._capacity_wait_s:.0f}s "
+                f"({self._growth.limit(len(self._servers))}; raise "
                 f"{setting('max_servers')} or the server's session limit, or lower "
                 "the eval's concurrency)"
             )
         return None
 
     def _grow_locked(self) -> bool:
-        """Every server is up and full (or none is left): launch as many as the
-        leases held and waited for need, at the largest session limit seen, that of
-        servers lost included; one alone while no limit is known (as at the start).
-        False when none may be launched (`max_servers`, or the host's memory)."""
-        per_server = max(
-            (s.capacity for s in self._servers if s.capacity is not None),
-            default=self._capacity_seen,
-        )
-        demand = len(self._leases) + self._waiting
-        room = sum(s.capacity or per_server for s in self._servers)
-        wanted = max(1, math.ceil((demand - room) / per_server)) if per_server else 1
-        if self._max_servers is not None:
-            wanted = min(wanted, self._max_servers - len(self._servers))
+        """Every server is up and full (or none is left): launch the servers the
+        leases held and waited for need (`pool_growth`). False when none may be
+        launched (`max_servers`, or the host's memory)."""
+        wanted = self._growth.wanted(self._servers, len(self._book) + self._waiting)
         launched = 0
-        while launched < wanted and self._memory_allows_launch_locked():
-            self._launch_locked()
+        while launched < wanted and self._growth.memory_allows(self._servers):
+            self._launches.launch_locked()
             launched += 1
         return launched > 0
 
-    def _growth_limit(self) -> str:
-        if self._max_servers is None or len(self._servers) < self._max_servers:
-            return "the host has too little free memory for another server"
-        if "port" in self._target.provider_kwargs:
-            return f"{setting('provider_kwargs.port')} lets one server bind it"
-        return f"{setting('max_servers', self._max_servers)} is set"
-
-    def _memory_allows_launch_locked(self) -> bool:
-        """With no `max_servers`, a launch must leave `MEMORY_FLOOR_BYTES` free, or
-        twice the memory of the largest running server, whichever is more."""
-        if self._max_servers is not None or not self._servers:
-            return True
-        available = available_memory()
-        if available is None:
-            return True
-        largest = max((s.rss for s in self._servers), default=0)
-        return available - largest >= max(MEMORY_FLOOR_BYTES, 2 * largest)
-
-    def _notify_locked(self) -> None:
-        """Wake every waiting lease: threads on the condition, coroutines through
-        their future (on their own loop)."""
-        self._cond.notify_all()
-        waiters, self._async_waiters = self._async_waiters, set()
-        for loop, changed in waiters:
-            with contextlib.suppress(RuntimeError):  # that loop is closed
-                loop.call_soon_threadsafe(_complete, changed)
-
-    def _launch_locked(self) -> LaunchPlan:
-        """Launch one more server in the background; returns its plan."""
-        plan = launch_plan(self._target)
-        plan.launcher.run_on_owner = self._on_owner
-        server = PooledServer(
-            provider=plan.launcher, capacity=self._sessions_per_server
-        )
-        self._servers.append(server)
-        threading.Thread(
-            target=self._bring_up,
-            args=(server, plan.start_args),
-            name="openenv-v1-ready",
-            daemon=True,
-        ).start()
-        return plan
-
-    def _bring_up(self, server: PooledServer, start_args: Mapping[str, Any]) -> None:
-        """Fork the server from the owner thread, then wait for `/health` here."""
-        try:
-            self._on_owner(lambda: server.provider.start(**start_args))
-            url = server.provider.wait_for_ready()
-        except Exception as e:
-            with contextlib.suppress(Exception):
-                server.provider.stop()
-            # Its output tail may echo the server's environment.
-            failure = redact(
-                str(launch_failure(self._target, e)), self._target.secret_env.values()
-            )
-            with self._cond:
-                closed = self._closed
-                if server in self._servers:
-                    self._servers.remove(server)
-                self._failed_launches += 1
-                lost = self._ever_up and self._failed_launches < LAUNCH_FAILURES
-                if not closed and not lost:
-                    self._failure = failure
-                self._notify_locked()
-            if closed:
-                # `close` stopped it mid-launch: no failure, nobody waits for it.
-                logger.info("launch of %s cancelled: the pool closed", self._target.env)
-            elif lost:
-                # Others came up from the same plan: this server's own loss (killed
-                # while starting); the waiting leases launch its replacement.
-                logger.warning("a shared env server was lost starting: %s", failure)
-            else:
-                logger.error("%s", self._failure)
-            return
-        rss = group_rss(server.provider)
-        with self._cond:
-            server.url, server.ready, server.rss = url, True, rss
-            self._ever_up, self._failed_launches, self._failure = True, 0, None
-            self._notify_locked()
-        choice = server.provider.app_choice
-        logger.info(
-            "shared env server for %s up at %s, serving app %s (%s)",
-            self._target.env,
-            url,
-            choice.app if choice else "?",
-            choice.source if choice else "?",
-        )
-
-    def _on_owner(self, fn: Callable[[], Any]) -> Any:
-        """Run `fn` on the launcher thread, which launched servers die with."""
-        return self._owner.submit(fn).result()
-
-    def _drop_lease_locked(self, lease_id: str) -> Lease | None:
-        lease = self._leases.pop(lease_id, None)
-        if lease is not None:
-            lease.server.leases.discard(lease_id)
-            lease.server.confirmed.discard(lease_id)
-        return lease
-
-    def _learn_capacity_locked(self, lease_id: str) -> None:
-        lease = self._drop_lease_locked(lease_id)
-        if lease is None:
-            return
-        if (limit := lease.server.learn_capacity()) is not None:
-            logger.info(
-                "env server %s holds at most %d sessions", lease.server.url, limit
-            )
-        self._notify_locked()
-
     def _reap_locked(self) -> None:
         """Drop leases of processes that are gone and servers that died (at most
-        every `_REAP_EVERY_S`: a burst of waiting leases all tries at once)."""
-        now = time.monotonic()
-        if now - self._last_reap < _REAP_EVERY_S:
-            return
-        self._last_reap = now
-        own = os.getpid()
-        for lease_id, lease in list(self._leases.items()):
-            if lease.pid != own and not process_running(lease.pid):
-                self._drop_lease_locked(lease_id)
-        for server in list(self._servers):
-            if server.ready and not server.alive():
+        every so often: `LeaseBook.reap`)."""
+        if self._book.reap():
+            for server in self._servers.dead():
                 self._drop_server_locked(server, "exited")
 
-    def _check_unreachable(self, lease_id: str) -> None:
+    def _lost(self, lease_id: str) -> None:
         """A rollout lost its leased server (could not connect, or the connection
         was refused or closed). It takes no new leases from now; one whose process
         is gone is dropped at once. Else the process may still look alive (uv
@@ -494,19 +262,20 @@ class ServerPool:
         background, and it is dropped only after `HEALTH_PROBES` failures in a
         row."""
         with self._cond:
-            lease = self._drop_lease_locked(lease_id)
-            self._notify_locked()
+            lease = self._book.drop(lease_id)
+            self._waiters.notify_locked()
             if lease is None or lease.server.url is None or lease.server.suspect:
                 return
-            if lease.server not in self._servers:
+            server = lease.server
+            if not isinstance(server, PooledServer) or server not in self._servers:
                 return
-            if not lease.server.alive():
-                self._drop_server_locked(lease.server, "exited")
+            if not server.alive():
+                self._drop_server_locked(server, "exited")
                 return
-            lease.server.suspect = True
+            server.suspect = True
         threading.Thread(
             target=self._probe_suspect,
-            args=(lease.server,),
+            args=(server,),
             name="openenv-v1-probe",
             daemon=True,
         ).start()
@@ -516,12 +285,12 @@ class ServerPool:
         for attempt in range(HEALTH_PROBES):
             if attempt:
                 time.sleep(_PROBE_SPACING_S)
-            if self._closed:
+            if self._closed.is_set():
                 return
             if answers_health(server.url):
                 with self._cond:
                     server.suspect = False
-                    self._notify_locked()
+                    self._waiters.notify_locked()
                 return
         with self._cond:
             if server in self._servers:
@@ -534,23 +303,22 @@ class ServerPool:
         the lock, with no grace period since it is not serving anyone."""
         logger.warning("shared env server %s %s; dropping it", server.url, why)
         self._servers.remove(server)
-        held = server.capacity or len(server.confirmed)
-        self._capacity_seen = max(self._capacity_seen, held)
-        for lease_id in server.leases:
-            self._leases.pop(lease_id, None)
-        server.leases.clear()
-        server.confirmed.clear()
+        self._book.forget_server(server)
         threading.Thread(
             target=_kill_quietly, args=(server.provider,), name="openenv-v1-stop"
         ).start()
-        self._notify_locked()
-
-
-def _complete(changed: asyncio.Future) -> None:
-    if not changed.done():
-        changed.set_result(None)
+        self._waiters.notify_locked()
 
 
 def _kill_quietly(provider: Launcher) -> None:
     with contextlib.suppress(Exception):
         provider.stop(grace_s=0.0)
+
+
+__all__ = [
+    "HEALTH_PROBES",
+    "LAUNCH_FAILURES",
+    "MEMORY_FLOOR_BYTES",
+    "LocalLeases",
+    "ServerPool",
+]

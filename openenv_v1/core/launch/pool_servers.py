@@ -1,23 +1,23 @@
-"""A `ServerPool`'s record of each server it launched, and what it reads about one.
+"""A lease desk's record of each server, and a `ServerPool`'s of all it launched.
 
 `ServerSeats` is what any lease desk knows of a server (the pool's, and
 `url_pool.UrlPool`'s of servers given by URL): its URL, the sessions it holds and has
 accepted, its learned session limit, and whether a rollout could not reach it
 (`suspect`). `PooledServer` is one launched server as the pool sees it: those, its
-provider and its memory when it came up. The pool changes
-these under its own lock; nothing here locks. Beside it, what the pool reads about
-the host and a server: available memory (`available_memory`), a server's process
-group's memory (`group_rss`), one `/health` probe (`answers_health`).
+provider and its memory when it came up. `PoolServers` is the pool's list of them,
+with what their launches said (a failed launch's diagnosis; when a failure is one
+server's loss and when it fails the waiting leases). The desk changes these under
+its own lock; nothing here locks. Beside them, what the pool reads about a server:
+its process group's memory (`group_rss`), one `/health` probe (`answers_health`).
 
 Imports `process_group` (`/proc`), and `plan.Launcher` for its type only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 PROBE_WINDOW = 16
 """Sessions on trial at once on a server whose session limit is not yet known."""
+LAUNCH_FAILURES = 3
+"""Failed launches in a row (none up in between), once a server of the pool has come
+up, that fail the waiting leases as a failed first launch does."""
 
 
 @dataclass(eq=False, kw_only=True)
@@ -96,27 +99,93 @@ class PooledServer(ServerSeats):
         return self.provider.running()
 
 
-@dataclass(frozen=True)
-class Lease:
-    server: ServerSeats
-    pid: int
-    """The leasing process: its leases are reclaimed once it is gone."""
+class PoolServers:
+    """The servers of one pool, up or starting, and what their launches said: the
+    failure that waiting leases get, and the largest session limit of a server
+    lost. Iterates as the servers."""
 
+    def __init__(self) -> None:
+        self._servers: list[PooledServer] = []
+        self.failure: str | None = None
+        """A failed launch's diagnosis, until a launch comes up: waiting leases
+        fail with it once no server is starting."""
+        self._ever_up = False
+        self._failed_launches = 0
+        """Launches failed in a row since one last came up."""
+        self.capacity_seen = 0
+        """The largest session limit of a server dropped, or the most sessions it
+        held: what a pool whose servers were all lost grows at."""
 
-@dataclass
-class LeaseWait:
-    """One lease request's view of how long every server has been full."""
+    def __len__(self) -> int:
+        return len(self._servers)
 
-    full_since: float | None = None
+    def __iter__(self) -> Iterator[PooledServer]:
+        return iter(self._servers)
 
+    def __contains__(self, server: object) -> bool:
+        return server in self._servers
 
-def available_memory() -> int | None:
-    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
+    def add(self, server: PooledServer) -> None:
+        self._servers.append(server)
+
+    def take_all(self) -> list[PooledServer]:
+        """Every server, forgotten here (the pool closes)."""
+        servers, self._servers = self._servers, []
+        return servers
+
+    def came_up(self, server: PooledServer, url: str, rss: int) -> None:
+        """`server` answered `/health` at `url`: it takes leases; failures so far
+        are forgiven."""
+        server.url, server.ready, server.rss = url, True, rss
+        self._ever_up, self._failed_launches, self.failure = True, 0, None
+
+    def launch_failed(self, server: PooledServer, failure: str, closed: bool) -> bool:
+        """`server` did not come up (`failure`: the diagnosis) and is forgotten.
+        Whether that is the server's own loss, which a replacement makes up for: a
+        server of the pool came up before and fewer than `LAUNCH_FAILURES` failed in
+        a row. Else, unless the pool is `closed`, `failure` fails waiting leases."""
+        if server in self._servers:
+            self._servers.remove(server)
+        self._failed_launches += 1
+        lost = self._ever_up and self._failed_launches < LAUNCH_FAILURES
+        if not closed and not lost:
+            self.failure = failure
+        return lost
+
+    def remove(self, server: PooledServer) -> None:
+        """Forget a broken server, keeping the sessions it held (`capacity_seen`);
+        its leases are the lease book's to forget, after this."""
+        self._servers.remove(server)
+        held = server.capacity or len(server.confirmed)
+        self.capacity_seen = max(self.capacity_seen, held)
+
+    def with_room(self) -> list[PooledServer]:
+        return [s for s in self._servers if s.has_room()]
+
+    def starting(self) -> bool:
+        """Whether a server is starting, or being probed (`suspect`): a verdict is
+        coming either way."""
+        return any(not s.ready or s.suspect for s in self._servers)
+
+    def on_trial(self) -> bool:
+        """Whether sessions are on trial: on a server of unknown limit, or one that
+        may hold more than it seemed (`settling`)."""
+        return any(s.settling() or s.capacity is None for s in self._servers)
+
+    def dead(self) -> list[PooledServer]:
+        """The servers that came up and whose process is gone."""
+        return [s for s in self._servers if s.ready and not s.alive()]
+
+    def urls_up(self) -> list[str]:
+        return [s.url for s in self._servers if s.ready and s.url]
+
+    def per_server(self) -> int:
+        """Sessions a new server is expected to hold: the largest limit known, that
+        of servers lost included (0 while none is known)."""
+        return max(
+            (s.capacity for s in self._servers if s.capacity is not None),
+            default=self.capacity_seen,
+        )
 
 
 def group_rss(provider: Launcher) -> int:

@@ -1,0 +1,281 @@
+"""A lease desk's leases, the requests waiting for room, and the lease calls.
+
+Both desks lease through this: `pool.ServerPool` over the servers it launched,
+`url_pool.UrlPool` over running servers given by URL. `LeaseBook` holds each lease
+by id, with its server (`pool_servers.ServerSeats`) and the process that took it: a
+lease is granted, confirmed (its server accepted the session), handed back, handed
+back refused (`CAPACITY_REACHED`: the server's session limit is learned), or
+reclaimed once the leasing process is gone. `LeaseWaiters` holds the requests that
+found no room: threads waiting on the desk's condition, coroutines on a future of
+their own event loop (so hundreds of waiting rollouts hold no thread), all woken at
+once when a session ends or a server comes up or back. `LeaseDeskBase` answers the
+lease calls (`leases.LeaseDesk`) with them, under the desk's one lock; a desk says
+where a lease may go now and what becomes of a server a rollout lost.
+
+    class Desk(LeaseDeskBase):
+        def _try_lease_locked(self, pid, wait): ...  # a lease, None to wait, or raise
+        def _lost(self, lease_id): ...  # a rollout could not reach its server
+
+Imports `process_group` (is a leasing process alive), and `pool_servers` for
+`ServerSeats`' type only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+
+from openenv_v1.core.launch.process_group import process_running
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.pool_servers import ServerSeats
+
+WAIT_POLL_S = 0.5
+"""A waiting lease re-checks at least this often (dead leasers, dead servers, time
+bounds)."""
+_REAP_EVERY_S = 0.2
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Lease:
+    server: ServerSeats
+    pid: int
+    """The leasing process: its leases are reclaimed once it is gone."""
+
+
+@dataclass
+class LeaseWait:
+    """One lease request's view of how long every server has been full."""
+
+    full_since: float | None = None
+
+
+class LeaseBook:
+    """The leases a desk has handed out, by id. `log` is the desk's own logger (a
+    learned session limit is the desk's news)."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._leases: dict[str, Lease] = {}
+        self._log = log
+        self._last_reap = 0.0
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    def grant(self, server: ServerSeats, pid: int) -> tuple[str, str]:
+        """A new lease on `server` (which has room) for process `pid`: `(lease id,
+        server URL)`."""
+        lease_id = uuid.uuid4().hex
+        server.leases.add(lease_id)
+        self._leases[lease_id] = Lease(server, pid)
+        assert server.url is not None
+        return lease_id, server.url
+
+    def confirm(self, lease_id: str) -> bool:
+        """The leased session was accepted (`ServerSeats.confirm`); whether waiting
+        leases may find room now."""
+        lease = self._leases.get(lease_id)
+        return lease is not None and lease.server.confirm(lease_id)
+
+    def drop(self, lease_id: str) -> Lease | None:
+        """Forget a lease (handed back, or its server lost); None if unknown."""
+        lease = self._leases.pop(lease_id, None)
+        if lease is not None:
+            lease.server.leases.discard(lease_id)
+            lease.server.confirmed.discard(lease_id)
+        return lease
+
+    def refused(self, lease_id: str) -> bool:
+        """The lease's server answered `CAPACITY_REACHED`: the lease is dropped, and
+        the server capped at the sessions it accepted. Whether the lease was held."""
+        lease = self.drop(lease_id)
+        if lease is None:
+            return False
+        if (limit := lease.server.learn_capacity()) is not None:
+            self._log.info(
+                "env server %s holds at most %d sessions", lease.server.url, limit
+            )
+        return True
+
+    def reap(self) -> bool:
+        """Drop the leases of processes that are gone, at most every `_REAP_EVERY_S`
+        (a burst of waiting leases all tries at once). Whether it looked now."""
+        now = time.monotonic()
+        if now - self._last_reap < _REAP_EVERY_S:
+            return False
+        self._last_reap = now
+        own = os.getpid()
+        for lease_id, lease in list(self._leases.items()):
+            if lease.pid != own and not process_running(lease.pid):
+                self.drop(lease_id)
+        return True
+
+    def forget_server(self, server: ServerSeats) -> None:
+        """`server` is gone: forget its leases with it."""
+        for lease_id in server.leases:
+            self._leases.pop(lease_id, None)
+        server.leases.clear()
+        server.confirmed.clear()
+
+    def clear(self) -> None:
+        self._leases.clear()
+
+
+class LeaseWaiters:
+    """The lease requests waiting for room on a desk whose lock is `cond`; the desk
+    holds it around every call but `until`, which takes it for each try."""
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self._cond = cond
+        self._futures: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = set()
+        self._last_progress = time.monotonic()
+
+    def notify_locked(self) -> None:
+        """Wake every waiting lease: threads on the condition, coroutines through
+        their future (on their own loop)."""
+        self._cond.notify_all()
+        futures, self._futures = self._futures, set()
+        for loop, changed in futures:
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_complete, changed)
+
+    def progress_locked(self) -> None:
+        """A session ended (or a server came back): the wait of a lease stuck on
+        full servers starts over (`stuck_locked`); wakes every waiting lease."""
+        self._last_progress = time.monotonic()
+        self.notify_locked()
+
+    def stuck_locked(self, wait: LeaseWait, limit_s: float) -> bool:
+        """Every server is full for the request `wait`: whether they have been, with
+        no progress, for `limit_s`."""
+        now = time.monotonic()
+        wait.full_since = wait.full_since or now
+        return now - max(wait.full_since, self._last_progress) >= limit_s
+
+    def block_locked(self, attempt: Callable[[], _T | None]) -> _T:
+        """`attempt()` until it gives something, the calling thread waiting on the
+        condition (held) between tries."""
+        while (got := attempt()) is None:
+            self._cond.wait(WAIT_POLL_S)
+        return got
+
+    async def until(self, attempt: Callable[[], _T | None]) -> _T:
+        """`attempt()` (under the condition) until it gives something, awaiting a
+        future `notify_locked` completes between tries: no thread is held."""
+        loop = asyncio.get_running_loop()
+        while True:
+            changed = loop.create_future()
+            with self._cond:
+                got = attempt()
+                if got is not None:
+                    return got
+                self._futures.add((loop, changed))
+            try:
+                await asyncio.wait([changed], timeout=WAIT_POLL_S)
+            finally:
+                with self._cond:
+                    self._futures.discard((loop, changed))
+
+
+class LeaseDeskBase(ABC):
+    """The lease calls of a desk (`leases.LeaseDesk`) over its `LeaseBook` and
+    `LeaseWaiters`, under its one lock, `_cond`. `log` is the desk's logger."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._cond = threading.Condition()
+        self._book = LeaseBook(log)
+        self._waiters = LeaseWaiters(self._cond)
+        self._waiting = 0
+        """Lease requests waiting for room."""
+
+    async def lease_async(
+        self,
+        rejected: str | None = None,
+        unreachable: str | None = None,
+        pid: int | None = None,
+    ) -> tuple[str, str]:
+        """A `(lease id, server URL)` with room for one more session, waiting on a
+        future the desk completes when a server comes up or back or a session ends
+        (no thread held). `rejected` hands back a lease whose server answered
+        `CAPACITY_REACHED` (its limit is learned); `unreachable` one whose server
+        could not be reached (`_lost`). `pid`: the leasing process, this one by
+        default. Raises `EnvFailure` when the desk gives up (its module says when)."""
+        if unreachable is not None:
+            await anyio.to_thread.run_sync(self._lost, unreachable)
+        wait, pid = LeaseWait(), os.getpid() if pid is None else pid
+        with self._cond:
+            self._enter_locked(rejected)
+        try:
+            return await self._waiters.until(lambda: self._try_lease_locked(pid, wait))
+        finally:
+            with self._cond:
+                self._waiting -= 1
+
+    def confirm(self, lease_id: str) -> None:
+        """The leased session was accepted: it counts toward what the server is
+        known to hold (and a limit learned too low is raised to it)."""
+        with self._cond:
+            if self._book.confirm(lease_id):
+                self._waiters.notify_locked()
+
+    def release(self, lease_id: str, lost: bool = False) -> None:
+        """The rollout is done with its session. `lost`: its server failed it (a
+        refused or closed connection), as `unreachable` of `lease_async` says
+        without a lease in return."""
+        if lost:
+            self._lost(lease_id)
+            return
+        with self._cond:
+            if self._book.drop(lease_id) is not None:
+                self._waiters.progress_locked()
+
+    def leases_held(self) -> int:
+        """Leases not yet handed back, for logs and tests."""
+        with self._cond:
+            return len(self._book)
+
+    def _enter_locked(self, rejected: str | None) -> None:
+        """A lease request begins to wait: hand back its `rejected` lease, count it
+        (`_waiting`, until it leaves)."""
+        if rejected is not None and self._book.refused(rejected):
+            self._waiters.notify_locked()
+        self._waiting += 1
+
+    @abstractmethod
+    def _try_lease_locked(self, pid: int, wait: LeaseWait) -> tuple[str, str] | None:
+        """A lease for process `pid` (`LeaseBook.grant`), or None to wait; raises
+        `EnvFailure` to give up. Runs with `_cond` held."""
+
+    @abstractmethod
+    def _lost(self, lease_id: str) -> None:
+        """A rollout could not reach the server of `lease_id` (could not connect, or
+        the connection was refused or closed); the lease is dropped and the desk
+        decides what becomes of the server. Runs off the lock."""
+
+
+def _complete(changed: asyncio.Future) -> None:
+    if not changed.done():
+        changed.set_result(None)
+
+
+__all__ = [
+    "WAIT_POLL_S",
+    "Lease",
+    "LeaseBook",
+    "LeaseDeskBase",
+    "LeaseWait",
+    "LeaseWaiters",
+]

@@ -1,0 +1,85 @@
+"""How far a `ServerPool` grows while every server is full, and what stops it.
+
+While every server is up and full (or none is left), the pool launches as many as
+the leases held and waiting need, at the largest session limit seen (one alone while
+none is known), up to `max_servers` if set; without it, while the host keeps memory
+for one more: a launch must leave `MEMORY_FLOOR_BYTES` free, or twice the memory of
+the largest running server, whichever is more. A fixed `port` in `provider_kwargs`
+can be bound once, so it means one server.
+
+    growth = Growth(target, max_servers=None)
+    wanted = growth.wanted(servers, demand=len(book) + waiting)
+    growth.memory_allows(servers)  # before each of those launches
+
+Imports `pool_servers` and `env_target` for their types only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openenv_v1.core.setting_names import setting
+
+if TYPE_CHECKING:
+    from openenv_v1.core.launch.env_target import EnvTarget
+    from openenv_v1.core.launch.pool_servers import PoolServers
+
+MEMORY_FLOOR_BYTES = 1 << 30
+"""Memory left free on the host when no `max_servers` bounds the launches."""
+
+
+class Growth:
+    """The pool's bound on its servers: `max_servers`, or the host's memory."""
+
+    def __init__(self, target: EnvTarget, max_servers: int | None) -> None:
+        self._fixed_port = "port" in target.provider_kwargs
+        # A fixed port can only be bound once.
+        self.max_servers = 1 if self._fixed_port else max_servers
+
+    def may_add(self, launched: int) -> bool:
+        """Whether `max_servers` allows one more than `launched`."""
+        return self.max_servers is None or launched < self.max_servers
+
+    def wanted(self, servers: PoolServers, demand: int) -> int:
+        """How many servers to launch now for `demand` leases (held and waiting),
+        within `max_servers`; memory is `memory_allows`'s, launch by launch."""
+        per_server = servers.per_server()
+        room = sum(s.capacity or per_server for s in servers)
+        wanted = max(1, math.ceil((demand - room) / per_server)) if per_server else 1
+        if self.max_servers is not None:
+            wanted = min(wanted, self.max_servers - len(servers))
+        return wanted
+
+    def memory_allows(self, servers: PoolServers) -> bool:
+        """With no `max_servers`, a launch must leave `MEMORY_FLOOR_BYTES` free, or
+        twice the memory of the largest running server, whichever is more."""
+        if self.max_servers is not None or not len(servers):
+            return True
+        available = available_memory()
+        if available is None:
+            return True
+        largest = max((s.rss for s in servers), default=0)
+        return available - largest >= max(MEMORY_FLOOR_BYTES, 2 * largest)
+
+    def limit(self, launched: int) -> str:
+        """What stops the pool at `launched` servers, for a lease's failure."""
+        if self.max_servers is None or launched < self.max_servers:
+            return "the host has too little free memory for another server"
+        if self._fixed_port:
+            return f"{setting('provider_kwargs.port')} lets one server bind it"
+        return f"{setting('max_servers', self.max_servers)} is set"
+
+
+def available_memory() -> int | None:
+    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+__all__ = ["MEMORY_FLOOR_BYTES", "Growth", "available_memory"]

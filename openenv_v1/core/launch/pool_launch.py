@@ -1,0 +1,134 @@
+"""How a `ServerPool`'s servers are launched, and how each launch ends.
+
+Servers are forked from one long-lived thread, which is what their parent-death signal
+is tied to: if the pool's process is killed outright, they still get SIGTERM. Each
+launch then waits for `/health` on a thread of its own and says how it ended, under
+the pool's lock: up (`PoolServers.came_up`: it takes leases), or failed, its output
+redacted of the target's secrets (`PoolServers.launch_failed` says whether that fails
+the waiting leases or is that server's own loss), or cancelled by the pool's close.
+Either way the waiting leases are woken.
+
+    launches = ServerLaunches(target, None, PoolState(cond, servers, waiters, closed), log)
+    with cond:
+        plan = launches.launch_locked()  # the server comes up in the background
+    launches.shutdown()
+
+Imports `plan` (a target's launch plan and its failure), `lease_book` and
+`pool_servers` (the records a launch changes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from openenv_v1.core.errors import redact
+from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.launch.lease_book import LeaseWaiters
+from openenv_v1.core.launch.plan import LaunchPlan, launch_failure, launch_plan
+from openenv_v1.core.launch.pool_servers import PooledServer, PoolServers, group_rss
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """What a launch changes of its pool's: the pool's lock, its servers, its
+    waiting leases, and whether it is closed."""
+
+    cond: threading.Condition
+    servers: PoolServers
+    waiters: LeaseWaiters
+    closed: threading.Event
+
+
+class ServerLaunches:
+    """The launches of one pool's servers for `target`, each server taking
+    `sessions_per_server` (None: learned). `log` is the pool's logger."""
+
+    def __init__(
+        self,
+        target: EnvTarget,
+        sessions_per_server: int | None,
+        pool: PoolState,
+        log: logging.Logger,
+    ) -> None:
+        self._target = target
+        self._sessions_per_server = sessions_per_server
+        self._pool = pool
+        self._log = log
+        self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
+
+    def launch_locked(self) -> LaunchPlan:
+        """Launch one more server in the background (the pool's lock held); returns
+        its plan."""
+        plan = launch_plan(self._target)
+        plan.launcher.run_on_owner = self._on_owner
+        server = PooledServer(
+            provider=plan.launcher, capacity=self._sessions_per_server
+        )
+        self._pool.servers.add(server)
+        threading.Thread(
+            target=self._bring_up,
+            args=(server, plan.start_args),
+            name="openenv-v1-ready",
+            daemon=True,
+        ).start()
+        return plan
+
+    def shutdown(self) -> None:
+        """Let the owner thread go (the pool closed; its servers are stopped)."""
+        self._owner.shutdown(wait=False)
+
+    def _bring_up(self, server: PooledServer, start_args: Mapping[str, Any]) -> None:
+        """Fork the server from the owner thread, then wait for `/health` here."""
+        try:
+            self._on_owner(lambda: server.provider.start(**start_args))
+            url = server.provider.wait_for_ready()
+        except Exception as e:
+            self._failed(server, e)
+            return
+        rss = group_rss(server.provider)
+        with self._pool.cond:
+            self._pool.servers.came_up(server, url, rss)
+            self._pool.waiters.notify_locked()
+        choice = server.provider.app_choice
+        self._log.info(
+            "shared env server for %s up at %s, serving app %s (%s)",
+            self._target.env,
+            url,
+            choice.app if choice else "?",
+            choice.source if choice else "?",
+        )
+
+    def _failed(self, server: PooledServer, error: Exception) -> None:
+        """`server` did not come up: stop what it started, record why, say so."""
+        with contextlib.suppress(Exception):
+            server.provider.stop()
+        # Its output tail may echo the server's environment.
+        failure = redact(
+            str(launch_failure(self._target, error)), self._target.secret_env.values()
+        )
+        with self._pool.cond:
+            closed = self._pool.closed.is_set()
+            lost = self._pool.servers.launch_failed(server, failure, closed)
+            self._pool.waiters.notify_locked()
+        if closed:
+            # `close` stopped it mid-launch: no failure, nobody waits for it.
+            self._log.info("launch of %s cancelled: the pool closed", self._target.env)
+        elif lost:
+            # Others came up from the same plan: this server's own loss (killed
+            # while starting); the waiting leases launch its replacement.
+            self._log.warning("a shared env server was lost starting: %s", failure)
+        else:
+            self._log.error("%s", failure)
+
+    def _on_owner(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the launcher thread, which launched servers die with."""
+        return self._owner.submit(fn).result()
+
+
+__all__ = ["PoolState", "ServerLaunches"]
