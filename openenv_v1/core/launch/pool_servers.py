@@ -9,19 +9,19 @@ these under its own lock; nothing here locks. Beside it, what the pool reads abo
 the host and a server: available memory (`available_memory`), a server's process
 group's memory (`group_rss`), one `/health` probe (`answers_health`).
 
-Imports `process_group` (`/proc`), and `plan.Launcher` for its type only.
+Imports `process_group` (the one `/proc` reader), and `plan.Launcher` for its type only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 
+# `available_memory` is the one `/proc` reader's, named here for the pool.
+from openenv_v1.core.launch.process_group import available_memory as available_memory
 from openenv_v1.core.launch.process_group import proc_stats
 
 if TYPE_CHECKING:
@@ -108,15 +108,6 @@ class LeaseWait:
     """One lease request's view of how long every server has been full."""
 
     full_since: float | None = None
-
-
-def available_memory() -> int | None:
-    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 def group_rss(provider: Launcher) -> int:

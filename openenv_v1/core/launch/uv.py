@@ -43,7 +43,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -58,7 +57,7 @@ from openenv_v1.core.launch.cache import prune_at_launch
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject
 from openenv_v1.core.launch.options import read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
-from openenv_v1.core.launch.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.process_group import start_group, stop_group
 from openenv_v1.core.launch.readiness import ServerGone, client_host, wait_ready
 from openenv_v1.core.launch.server_env import server_environ
 from openenv_v1.core.launch.uv_diagnosis import (
@@ -283,15 +282,12 @@ class SupervisedUVProvider(UVProvider):
             self._log = open(log_path, "rb")  # closed by _discard_log
             os.unlink(log_path)
             try:
-                self._process = subprocess.Popen(
+                self._process = start_group(
                     command,
                     cwd=self.project.path,
                     env=env,
-                    stdin=subprocess.DEVNULL,
                     stdout=fd,
                     stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=die_with_owner,
                 )
             except OSError as e:
                 raise EnvFailure(f"could not run {command[0]!r}: {e}") from e
@@ -429,14 +425,8 @@ class SupervisedUVProvider(UVProvider):
             self._stopped = True
             process, self._process, self._base_url = self._process, None, None
         if process is not None:
-            signal_group(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                signal_group(process.pid, signal.SIGKILL)
-                process.wait(timeout=5.0)
             # uv exits once uvicorn has; anything left in the group gets no grace.
-            signal_group(process.pid, signal.SIGKILL)
+            stop_group(process, grace_s=grace_s)
         with self._lock:
             self._discard_log()
             release_prepared_env(self._env_held)
