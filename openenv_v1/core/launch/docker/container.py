@@ -47,7 +47,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import LastSaid, docker_cli, run_docker
+from openenv_v1.core.launch.docker.cli import (
+    LastSaid,
+    docker_cli,
+    docker_port,
+    run_docker,
+)
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
 from openenv_v1.core.launch.docker.network import address_on, ensure_network, forget
 from openenv_v1.core.launch.docker.options import (
@@ -251,14 +256,12 @@ class DockerLaunch:
         return self.address
 
     def _published_port(self) -> str:
-        result = run_docker(
-            "port", self._container_id or "", f"{self.options.container_port}/tcp"
+        published, result = docker_port(
+            self._container_id or "", self.options.container_port
         )
-        for line in result.stdout.splitlines():
-            address, _, port = line.strip().rpartition(":")
-            if port.isdigit():
-                self.published = f"{address}:{port}"
-                return port
+        if published is not None:
+            self.published = published
+            return published.rpartition(":")[2]
         self._raise_if_exited()  # gone before it was asked
         raise EnvFailure(
             f"container {self._container_name} publishes no port for "
