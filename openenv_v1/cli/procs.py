@@ -3,7 +3,8 @@
 Every child leads a process group of its own (so stopping the group reaches whatever
 it spawned) and gets SIGTERM from the kernel if this command dies first (a parent-death
 signal), so even a SIGKILLed `openenv-v1` leaves nothing running. `stop()` ends the
-group: the first signal, a grace period, then SIGKILL.
+group: the first signal, a grace period, then SIGKILL. Both are
+`core/launch/process_group`'s (`start_group`, `stop_group`), as every launch's are.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import IO
 
 from openenv_v1.core.launch.process_group import (
-    die_with_owner,
     proc_stats,
     signal_group,
+    start_group,
+    stop_group,
 )
 from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 
@@ -48,15 +50,12 @@ class OwnedProcess:
         self.grace_s = grace_s
         log: IO[bytes] | None = log_path.open("wb") if log_path else None
         try:
-            self.popen = subprocess.Popen(
-                list(command),
-                stdin=subprocess.DEVNULL,
+            self.popen = start_group(
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT if log else None,
                 env=env,
                 cwd=cwd,
-                start_new_session=True,
-                preexec_fn=die_with_owner,
             )
         finally:
             if log is not None:
@@ -78,19 +77,11 @@ class OwnedProcess:
 
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> int | None:
         """Send the stop signal to the group, wait up to the grace period (less once
-        `hurry()` turns true), then SIGKILL the group. Returns the exit code."""
-        if self.popen.poll() is None:
-            signal_group(self.pid, self.stop_signal)
-            deadline = time.monotonic() + self.grace_s
-            while self.popen.poll() is None and time.monotonic() < deadline:
-                if hurry():
-                    break
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.popen.wait(timeout=0.2)
-        # Whatever is left in the group (the leader, or children it left behind) goes.
-        signal_group(self.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=5.0)
+        `hurry()` turns true), then SIGKILL the group (`process_group.stop_group`).
+        Returns the exit code."""
+        stop_group(
+            self.popen, grace_s=self.grace_s, stop_signal=self.stop_signal, hurry=hurry
+        )
         return self.popen.returncode
 
 

@@ -2,9 +2,12 @@
 
 verifiers 0.2 installs `openenv` 0.10; verifiers 0.4 needs `openenv-core` 0.3.0 (the
 only OpenEnv that resolves with its `mcp==2.0.0`). Both install the `openenv` module,
-wire-compatible, but 0.3.0 lacks what 0.10 added to its UV provider and utils. Those
-names are taken from OpenEnv when it has them and defined here, the same way,
-otherwise; nothing else in the core looks at which line is installed.
+wire-compatible, but 0.3.0 lacks what 0.10 added to its UV provider and utils (the
+`git+` clone, a `project_path` kept as a URL, `GIT_URL_PREFIX`, `hf_space_subdomain`,
+the client's `base_url`). Those names are taken from OpenEnv when it has them and
+defined here, the same way, otherwise; what both lines have alike (`RuntimeProvider`,
+the uv check, the free port) is taken as it is. Nothing else in the core looks at
+which line is installed.
 
     from openenv_v1.core.openenv_lines import GenericEnvClient, UVProvider
 """
@@ -25,9 +28,12 @@ with without_gradio():
     from openenv import GenericEnvClient as _GenericEnvClient
     from openenv.core import utils as _utils
     from openenv.core.containers.runtime import uv_provider as _uv
+    from openenv.core.containers.runtime.providers import RuntimeProvider
 
 UVProvider = _uv.UVProvider
 find_free_port = _uv._find_free_port
+check_uv_installed = _uv._check_uv_installed
+"""`RuntimeError` naming the fix when `uv` is not on PATH (both lines)."""
 
 GIT_URL_PREFIX: str = getattr(_uv, "GIT_URL_PREFIX", "git+")
 """How a `project_path` names a git repository to clone (`git+https://...`)."""
@@ -115,7 +121,9 @@ else:
 
 __all__ = [
     "GIT_URL_PREFIX",
+    "RuntimeProvider",
     "UVProvider",
+    "check_uv_installed",
     "clone_git_project",
     "find_free_port",
     "GenericEnvClient",

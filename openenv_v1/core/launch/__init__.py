@@ -9,8 +9,11 @@ stops with the caller's exit stack:
                       and launch_plan: which place serves a target (UV, Docker,
                       `provider`)
     readiness.py      the one wait for a started server's /health
-    uv.py             OpenEnv's UV provider, extended to own its process tree;
-                      uv_prepared.py (the project's prepared environment),
+    uv.py             a server started with uv, in OpenEnv's provider interface,
+                      owning its process tree; uv_starts.py (which app, port and
+                      gradio each start has, and what follows a crashed one),
+                      uv_server.py (what a start runs: command, environment,
+                      output), uv_prepared.py (the project's prepared environment),
                       cache.py (all of them, listed and pruned),
                       uv_diagnosis.py (what a crashed server's output says)
     docker/           containers on this host: the container, its options, image,
@@ -32,8 +35,9 @@ stops with the caller's exit stack:
     env_project.py    what an env folder's files say about serving it
     server_env.py     what an env server's process may see (its environment)
     options.py        provider_kwargs read into a launcher's own options
-    process_group.py  a process group and a parent-death signal per child; the
-                      one /proc reader
+    process_group.py  a process group and a parent-death signal per child, started
+                      and stopped (TERM, a grace, KILL) in one place; the one
+                      /proc reader
 
 Imports follow the tree, top to bottom, at module and function level alike:
 `target` -> `plan` -> the places (`uv`, `docker.container`, `swarm.replica`,

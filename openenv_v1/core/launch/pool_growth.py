@@ -16,11 +16,10 @@ Imports `pool_servers` and `env_target` for their types only.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from openenv_v1.core.launch.process_group import available_memory
 from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
@@ -73,13 +72,4 @@ class Growth:
         return f"{setting('max_servers', self.max_servers)} is set"
 
 
-def available_memory() -> int | None:
-    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
-
-
-__all__ = ["MEMORY_FLOOR_BYTES", "Growth", "available_memory"]
+__all__ = ["MEMORY_FLOOR_BYTES", "Growth"]

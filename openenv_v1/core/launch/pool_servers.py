@@ -10,7 +10,7 @@ server's loss and when it fails the waiting leases). The desk changes these unde
 its own lock; nothing here locks. Beside them, what the pool reads about a server:
 its process group's memory (`group_rss`), one `/health` probe (`answers_health`).
 
-Imports `process_group` (`/proc`), and `plan.Launcher` for its type only.
+Imports `process_group` (the one `/proc` reader), and `plan.Launcher` for its type only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,23 @@
-"""Owning a child process tree: a process group per child, a parent-death signal,
-and the one reader of `/proc/<pid>/stat` (`proc_stat`, `proc_stats`).
+"""Owning a child process tree, and the one reader of `/proc`.
 
-Imports nothing heavy, so both the launcher and the `openenv-v1` command use it.
+A child this package starts leads a process group (a session) of its own, so that
+signalling the group reaches whatever it spawned, and may ask the kernel for SIGTERM
+when the thread that started it dies (`die_with_owner`). `start_group` starts one;
+`stop_group` ends one: a stop signal to the group, a grace period for its leader to
+exit, then SIGKILL to whatever is left in the group. It stops any child with
+`pid`, `poll` and `wait` (`Child`): a `subprocess.Popen`, or a child forked by this
+process that made itself a session leader (`vf02.simulator.prefork.Forked`).
+
+`/proc` is read here only: a process's stat (`proc_stat`, `proc_stats`,
+`process_running`), this process's thread count (`thread_count`) and the host's
+available memory (`available_memory`). (The Docker reaper, a stdlib-only script,
+reads its own.)
+
+    child = start_group(["uv", "run", ...], stdout=log, cwd=project)
+    stop_group(child, grace_s=10.0)   # SIGTERM, 10 s, SIGKILL to the group
+
+Imports nothing heavy, so the launchers, the `openenv-v1` command and the user
+simulator's fork server all use it.
 """
 
 from __future__ import annotations
@@ -9,10 +25,30 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+__all__ = [
+    "Child",
+    "ProcStat",
+    "available_memory",
+    "die_with_owner",
+    "proc_stat",
+    "proc_stats",
+    "process_running",
+    "signal_group",
+    "start_group",
+    "stop_group",
+    "thread_count",
+]
 
 _PR_SET_PDEATHSIG = 1
+_KILLED_WAIT_S = 5.0
+"""How long a group's leader may take to be reaped once SIGKILLed."""
 
 
 def die_with_owner() -> None:
@@ -29,6 +65,71 @@ def signal_group(pgid: int, sig: int) -> None:
     """Send `sig` to a process group; a group that is already gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+class Child(Protocol):
+    """What `stop_group` uses of a child: a `subprocess.Popen`, or a forked one's
+    handle with the same three members."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def start_group(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: int | IO[bytes] | None = subprocess.DEVNULL,
+    stdout: int | IO[bytes] | None = None,
+    stderr: int | IO[bytes] | None = None,
+    owner_death: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Start `command` as the leader of a session (and process group) of its own;
+    with `owner_death`, it gets SIGTERM when the thread that started it dies
+    (`die_with_owner`: start it from a thread that lives as long as it should).
+    `OSError` when the command cannot run."""
+    return subprocess.Popen(
+        list(command),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=die_with_owner if owner_death else None,
+    )
+
+
+def stop_group(
+    child: Child,
+    *,
+    grace_s: float,
+    stop_signal: int = signal.SIGTERM,
+    hurry: Callable[[], bool] | None = None,
+) -> int | None:
+    """End the process group `child` leads: `stop_signal` to the group while its
+    leader runs, up to `grace_s` for the leader to exit (less once `hurry()` turns
+    true), then SIGKILL to the group, whatever is left in it (the leader, or children
+    it left behind). Returns the leader's exit code (None if it could not be reaped
+    in time)."""
+    if child.poll() is None:
+        signal_group(child.pid, stop_signal)
+        deadline = time.monotonic() + grace_s
+        while child.poll() is None and time.monotonic() < deadline:
+            if hurry is not None and hurry():
+                break
+            step = deadline - time.monotonic()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=max(0.0, min(step, 0.2 if hurry else step)))
+    signal_group(child.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        return child.wait(timeout=_KILLED_WAIT_S)
+    return None
 
 
 @dataclass(frozen=True)
@@ -84,3 +185,21 @@ def process_running(pid: int) -> bool:
         except PermissionError:
             return True
         return True
+
+
+def thread_count() -> int | None:
+    """This process's threads, native ones included (`/proc/self/task`); None where
+    there is no `/proc`."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def available_memory() -> int | None:
+    """`MemAvailable` of /proc/meminfo in bytes; None where there is none."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None

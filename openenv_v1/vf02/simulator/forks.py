@@ -65,7 +65,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from openenv_v1.core.launch.process_group import die_with_owner, signal_group
+from openenv_v1.core.launch.process_group import (
+    die_with_owner,
+    start_group,
+    stop_group,
+)
 from openenv_v1.core.launch.server_env import without_credentials
 from openenv_v1.vf02.simulator.prefork import Forked, Prefork, forkable_now
 
@@ -178,12 +182,14 @@ class SimulatorForks:
             self._proc = proc
 
     def _start_fresh(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
+        # No parent-death signal: this runs on a worker thread, which ends long
+        # before the eval; the fork server watches its owner's pid instead.
+        proc = start_group(
             [sys.executable, "-m", "openenv_v1.vf02.simulator.forks"]
             + [self.socket_path, str(os.getpid())],
             stdin=subprocess.PIPE,
             env=env,
-            start_new_session=True,
+            owner_death=False,
         )
         assert proc.stdin is not None
         with contextlib.suppress(OSError):
@@ -198,16 +204,9 @@ class SimulatorForks:
             ahead, self._ahead = self._ahead, None
             if ahead is not None:
                 ahead.discard()
-            proc = self._proc
-            if proc is not None and proc.poll() is None:
-                signal_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    signal_group(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            if proc is not None:
-                signal_group(proc.pid, signal.SIGKILL)  # forks the server left behind
+            if self._proc is not None:
+                # Its group holds the forks the server left behind: all go.
+                stop_group(self._proc, grace_s=STOP_GRACE_S)
         shutil.rmtree(self._dir, ignore_errors=True)
 
 

@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from openenv_v1.core.launch.process_group import thread_count
 from openenv_v1.core.launch.server_env import hide_this_process
 from openenv_v1.logs import OUR_LOGGER, VERIFIERS_LOGGER
 
@@ -67,9 +68,8 @@ def forkable_now() -> bool:
     the only one (native threads counted), no event loop running in it."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    try:
-        threads = len(os.listdir("/proc/self/task"))
-    except OSError:
+    threads = thread_count()
+    if threads is None:
         return False
     try:
         asyncio.get_running_loop()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import DOCKER_VAR, docker_cli
+from openenv_v1.core.launch.docker.cli import DOCKER_VAR, call_docker, docker_cli
 from openenv_v1.core.setting_names import setting
 
 BUILD_NETWORK_VAR = "OPENENV_V1_BUILD_NETWORK"
@@ -81,20 +81,13 @@ def run_build(
     timeout_s: float,
     network: BuildNetwork = "default",
 ) -> None:
-    argv = [docker_cli(), "build", "--progress", "plain", "--network", network]
+    argv = ["build", "--progress", "plain", "--network", network]
     argv += ["-f", str(dockerfile), "-t", tag, "--label", f"{INPUTS_LABEL}={tag}"]
     for key, value in build_args.items():
         argv += ["--build-arg", f"{key}={value}"]
     argv.append(str(context))
     try:
-        result = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-            env={**os.environ, "DOCKER_BUILDKIT": "1"},
-        )
+        result = call_docker(*argv, timeout=timeout_s, env={"DOCKER_BUILDKIT": "1"})
     except subprocess.TimeoutExpired as e:
         output = _text(e.stdout) + _text(e.stderr)
         raise EnvFailure(
@@ -102,7 +95,7 @@ def run_build(
             f"its output ends with:\n{output[-OUTPUT_TAIL_CHARS:]}"
         ) from None
     except OSError as e:
-        raise EnvFailure(f"cannot run {argv[0]!r} to build {tag}: {e}") from e
+        raise EnvFailure(f"cannot run {docker_cli()!r} to build {tag}: {e}") from e
     if result.returncode != 0:
         raise EnvFailure(
             build_failure(tag, dockerfile, result.stdout + result.stderr, network)

@@ -1,11 +1,13 @@
 """The `docker` client every Docker launch runs, and one way to run it.
 
 `docker_cli()` is `$OPENENV_V1_DOCKER` (e.g. `/usr/bin/docker`, a client with BuildKit
-built in), else `docker` on PATH; `run_docker(*args)` runs it with its output
-captured, a timeout as exit code 124, and a client that cannot run as an
-`EnvFailure` naming the fix. `LastSaid` is what a `docker` query last answered,
-asked again in the background when stale, so a reader under a lock never waits on
-Docker.
+built in), else `docker` on PATH; `call_docker(*args)` is the one place it is run
+(its output captured), `run_docker(*args)` the way most callers run it: a timeout as
+exit code 124, and a client that cannot run as an `EnvFailure` naming the fix
+(those with a failure of their own, a build or a prune, call `call_docker`).
+`docker_port` reads where a container's port is published. `LastSaid` is what a
+`docker` query last answered, asked again in the background when stale, so a reader
+under a lock never waits on Docker.
 
 Imports only `openenv_v1.core.errors`: the bottom of `docker/`.
 """
@@ -32,21 +34,29 @@ def docker_cli() -> str:
     return os.environ.get(DOCKER_VAR) or "docker"
 
 
+def call_docker(
+    *args: str, timeout: float = 30.0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`docker <args>` with its output captured; `subprocess.TimeoutExpired` after
+    `timeout`, `OSError` when the client cannot run. `env` is added to this
+    process's environment (variables passed by name)."""
+    return subprocess.run(
+        [docker_cli(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **env} if env else None,
+    )
+
+
 def run_docker(
     *args: str, timeout: float = 30.0, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`docker <args>` with its output captured; a timeout is exit code 124 (with
-    the reason as stderr), a client that cannot run an `EnvFailure` naming it. `env`
-    is added to this process's environment (variables passed by name)."""
+    """`call_docker`, with a timeout as exit code 124 (with the reason as stderr)
+    and a client that cannot run as an `EnvFailure` naming it."""
     try:
-        return subprocess.run(
-            [docker_cli(), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, **env} if env else None,
-        )
+        return call_docker(*args, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(
             args, 124, "", f"timed out after {timeout:.0f}s"
@@ -56,6 +66,20 @@ def run_docker(
             f"cannot run the Docker client {docker_cli()!r}: {e} (install Docker, "
             "or point OPENENV_V1_DOCKER at its `docker`)"
         ) from e
+
+
+def docker_port(
+    container: str, port: int
+) -> tuple[str | None, subprocess.CompletedProcess[str]]:
+    """Where `container` publishes its `port`/tcp on the host, as `docker port`
+    lists it first (`127.0.0.1:49153`, `[::]:49153`): that `address:port`, or None
+    when it lists none; and Docker's answer, for a failure to quote."""
+    result = run_docker("port", container, f"{port}/tcp")
+    for line in result.stdout.splitlines():
+        address, _, number = line.strip().rpartition(":")
+        if number.isdigit():
+            return f"{address}:{number}", result
+    return None, result
 
 
 class LastSaid(Generic[_T]):

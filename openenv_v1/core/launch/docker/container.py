@@ -27,8 +27,10 @@ client or daemon fails `start()` with Docker's own message), and:
 - notices a container that exits before it is ready and reports its exit code (and an
   out-of-memory kill) with the tail of its logs (it waits with `readiness.wait_ready`).
 
-It is a `plan.Launcher` (`start() -> url`, `wait_for_ready() -> url`, `running()`,
-`stop()`), so shared containers are pooled like UV servers:
+The `docker run` it makes (network, port, hardening, variables) is `run_args`'s, what
+Docker says of the container (state, log, how it exited) and its removal
+`container_state`'s. It is a `plan.Launcher` (`start() -> url`, `wait_for_ready() ->
+url`, `running()`, `stop()`), so shared containers are pooled like UV servers:
 
     launch = docker_launch_plan(EnvTarget(env="org/maze", use_docker=True,
         provider_kwargs={"project_path": "envs/maze_env"})).launcher
@@ -37,9 +39,7 @@ It is a `plan.Launcher` (`start() -> url`, `wait_for_ready() -> url`, `running()
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import math
 import subprocess
 import threading
 import time
@@ -47,19 +47,22 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import LastSaid, docker_cli, run_docker
-from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
+from openenv_v1.core.launch.docker.cli import LastSaid, docker_port, run_docker
+from openenv_v1.core.launch.docker.container_state import (
+    container_log_tail,
+    container_state,
+    exit_message,
+    remove_container,
+)
+from openenv_v1.core.launch.docker.image import EnvImage, image_for
 from openenv_v1.core.launch.docker.network import address_on, ensure_network, forget
 from openenv_v1.core.launch.docker.options import (
-    RUN_FLAGS,
     DockerOptions,
     docker_options,
-    limit_args,
     root_hint,
-    run_as,
 )
 from openenv_v1.core.launch.docker.prune import prune_env_images
-from openenv_v1.core.launch.docker.reaper import label_args
+from openenv_v1.core.launch.docker.run_args import ContainerRun, container_run
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.readiness import client_host, wait_ready
 from openenv_v1.core.setting_names import setting
@@ -67,9 +70,10 @@ from openenv_v1.core.setting_names import setting
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
 
+__all__ = ["DockerLaunch", "docker_launch_plan"]
+
 logger = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 40
 _needs_root: set[str] = set()
 """Images seen, in this process, to exit before ready as `NOBODY` and run as root."""
 
@@ -139,45 +143,33 @@ class DockerLaunch:
         return chosen
 
     def start_container(self, image: str) -> str:
-        """Run a container of `image` as the options say; returns the base URL it
-        will answer at."""
-        options = self.options
-        env = {**options.env_vars, **self._secret_env}
-        publish = options.egress or options.network is not None
-        if options.port and not publish:
-            raise EnvFailure(
-                f"{setting('provider_kwargs.port')} publishes the server on the host, "
-                "and the isolated network publishes nothing: set "
-                f"{setting('provider_kwargs.egress', True)} (or "
-                f"{setting('provider_kwargs.network')}) to publish it, or drop port"
-            )
-        network = self._network()
-        name = name_for(image)
-        argv = ["run", "-d", "--init", "--name", name, "--network", network]
-        if publish:
-            bind = f"{options.host}:{options.port or ''}:{options.container_port}"
-            argv += ["-p", bind]
-        argv += self._hardening(image)
-        for key in env:
-            argv += [RUN_FLAGS.env, key]  # its value: the client's environment
-        argv += [*options.docker_run_args, image]
+        """Run a container of `image` as the options say (`run_args`); returns the
+        base URL it will answer at."""
+        run = container_run(
+            self.env,
+            self.options,
+            image,
+            secret_env=self._secret_env,
+            needs_root=image in _needs_root,
+        )
+        self.user, self._auto_user = run.user, run.auto_user
         with self._lock:
             if self._stopped:
                 raise EnvFailure("the Docker launch was stopped")
-            self._container_name, self._image_name = name, image
+            self._container_name, self._image_name = run.name, image
         self._run_started = time.monotonic()
-        result = self._docker_run(argv, env, network)
+        result = self._docker_run(run)
         with self._lock:
             self._container_id = result.stdout.strip()
             stopped = self._stopped
         if stopped:  # stop() ran while `docker run` was under way
             run_docker("rm", "-f", result.stdout.strip(), timeout=60)
             raise EnvFailure("the Docker launch was stopped")
-        self.network = network
+        self.network = run.network
         try:
-            if publish:
+            if run.publish:
                 host_port = self._published_port()
-                self._base_url = f"http://{client_host(options.host)}:{host_port}"
+                self._base_url = f"http://{client_host(self.options.host)}:{host_port}"
             else:
                 self._base_url = f"http://{self._address()}"
         except _ExitedEarly as e:
@@ -185,35 +177,23 @@ class DockerLaunch:
         logger.info(
             "%s: container %s of %s at %s (network %s, user %s)",
             self.env,
-            name,
+            run.name,
             image,
             self._base_url,
-            network,
+            run.network,
             self.user or "the image's",
         )
         return self._base_url
 
-    def _hardening(self, image: str) -> list[str]:
-        """The owner's labels, the limits and the user of a container of `image`."""
-        options = self.options
-        argv = label_args(docker_cli(), self.env)
-        argv += limit_args(
-            options, RUN_FLAGS, no_new_privileges=options.no_new_privileges
-        )
-        chosen = run_as(options.user, image, RUN_FLAGS, needs_root=image in _needs_root)
-        self.user, self._auto_user = chosen.user, chosen.auto
-        return argv + chosen.argv
-
-    def _docker_run(
-        self, argv: list[str], env: dict[str, str], network: str
-    ) -> subprocess.CompletedProcess[str]:
-        """`docker <argv>`, once more if the shared `network` went meanwhile;
+    def _docker_run(self, run: ContainerRun) -> subprocess.CompletedProcess[str]:
+        """`docker run`, once more if the shared network went meanwhile;
         `EnvFailure` with Docker's error when it fails."""
+        argv, env = run.argv, run.env
         result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
         shared = self.options.network is None
         if result.returncode != 0 and shared and _network_gone(result.stderr):
             # Another owner's reaper removed the idle shared network meanwhile.
-            forget(network)
+            forget(run.network)
             run_docker("rm", "-f", self._container_name or "", timeout=60)
             ensure_network(egress=self.options.egress, again=True)
             result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
@@ -223,21 +203,6 @@ class DockerLaunch:
                 f"{(result.stderr or result.stdout).strip()}"
             )
         return result
-
-    def _network(self) -> str:
-        options = self.options
-        for arg in options.docker_run_args:
-            if arg in {"--network", "--net"} or arg.startswith(
-                ("--network=", "--net=")
-            ):
-                raise EnvFailure(
-                    f"{setting('provider_kwargs.docker_run_args')} sets the network: "
-                    f"use {setting('provider_kwargs.network')} (an existing network) "
-                    f"or {setting('provider_kwargs.egress', True)} instead"
-                )
-        if options.network is not None:
-            return options.network
-        return ensure_network(egress=options.egress)
 
     def _address(self) -> str:
         network = self.network or ""
@@ -251,14 +216,12 @@ class DockerLaunch:
         return self.address
 
     def _published_port(self) -> str:
-        result = run_docker(
-            "port", self._container_id or "", f"{self.options.container_port}/tcp"
+        published, result = docker_port(
+            self._container_id or "", self.options.container_port
         )
-        for line in result.stdout.splitlines():
-            address, _, port = line.strip().rpartition(":")
-            if port.isdigit():
-                self.published = f"{address}:{port}"
-                return port
+        if published is not None:
+            self.published = published
+            return published.rpartition(":")[2]
         self._raise_if_exited()  # gone before it was asked
         raise EnvFailure(
             f"container {self._container_name} publishes no port for "
@@ -336,9 +299,18 @@ class DockerLaunch:
 
     def _raise_if_exited(self) -> None:
         """`_ExitedEarly`, saying how, when the container no longer runs."""
-        state = self._state()
+        state = container_state(self._container_id or "")
         if state is not None and not state.get("Running"):
-            raise _ExitedEarly(self._exit_message(state))
+            who = "" if self._auto_user else root_hint(self.user)  # auto: as root
+            raise _ExitedEarly(
+                exit_message(
+                    self._container_name,
+                    self._image_name,
+                    state,
+                    self.log_tail(),
+                    who,
+                )
+            )
 
     def _reach_hint(self) -> str:
         if self.published is not None or self.address is None:
@@ -350,41 +322,11 @@ class DockerLaunch:
             "to publish it on 127.0.0.1"
         )
 
-    def _state(self) -> dict[str, Any] | None:
-        import json
-
-        result = run_docker(
-            "inspect", "--format", "{{json .State}}", self._container_id or ""
-        )
-        if result.returncode != 0:
-            return None
-        with contextlib.suppress(ValueError):
-            return json.loads(result.stdout)
-        return None
-
-    def _exit_message(self, state: Mapping[str, Any]) -> str:
-        why = ""
-        if state.get("OOMKilled"):
-            why = (
-                " (killed for exceeding its memory limit: raise "
-                f"{setting('provider_kwargs.memory')})"
-            )
-        who = "" if self._auto_user else root_hint(self.user)  # auto: run as root
-        return (
-            f"container {self._container_name} ({self._image_name}) exited "
-            f"with code {state.get('ExitCode')}{why} before it was ready{who}; its log "
-            f"ends with:\n{self.log_tail()}"
-        )
-
     def log_tail(self, chars: int | None = None) -> str:
-        """The end of the container's log: its last `LOG_TAIL_LINES` lines, or (as
-        UV's `log_tail`, which `check` calls) its last `chars` characters."""
+        """The end of the container's log (`container_state.container_log_tail`)."""
         if self._container_id is None:
             return ""
-        lines = LOG_TAIL_LINES if chars is None else chars  # a line has 1 at least
-        result = run_docker("logs", "--tail", str(lines), self._container_id)
-        text = (result.stdout + result.stderr).strip()
-        return text if chars is None else text[-chars:]
+        return container_log_tail(self._container_id, chars)
 
     def running(self) -> bool:
         """Whether the container runs, as Docker last said. Never blocks: `ServerPool`
@@ -393,7 +335,7 @@ class DockerLaunch:
         return self._container_id is not None and self._running.get(max_age=1.0)
 
     def _runs(self) -> bool:
-        state = self._state()
+        state = container_state(self._container_id or "")
         return bool(state and state.get("Running"))
 
     def stop(self, grace_s: float = 2.0) -> None:
@@ -408,14 +350,8 @@ class DockerLaunch:
             started = self._container_id is not None
             target = self._container_id or self._container_name
             self._container_id = self._container_name = self._base_url = None
-        if target is None:
-            return
-        # A `docker run` that failed may have left the container created, unstarted.
-        if started and grace_s > 0:
-            run_docker(
-                "stop", "-t", str(math.ceil(grace_s)), target, timeout=grace_s + 30
-            )
-        run_docker("rm", "-f", target, timeout=60)
+        if target is not None:
+            remove_container(target, started=started, grace_s=grace_s)
 
 
 def docker_launch_plan(target: EnvTarget) -> LaunchPlan:

@@ -18,13 +18,15 @@ root's `.dockerignore`; never the rest of the repo.
 
     context = build_context(Path("OpenEnv/envs/coding_env"), dockerfile)
     context.root, context.mode   # (Path("OpenEnv"), "in-repo")
+
+`arg_default` reads an `ARG` instruction, for this module and `image.base_images`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,16 +63,24 @@ def dockerfile_lines(dockerfile: Path) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
+def arg_default(words: Sequence[str]) -> tuple[str, str] | None:
+    """The build argument an `ARG NAME=default` instruction (split into `words`)
+    declares, and its default unquoted; None for any other instruction, or an `ARG`
+    without a default."""
+    if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
+        name, _, default = words[1].partition("=")
+        return name, default.strip("\"'")
+    return None
+
+
 def copy_sources(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
     """The context paths the Dockerfile's `COPY` and `ADD` lines read (`--from` copies,
     which read another stage, and URLs left out), with build arguments substituted."""
     args = dict(build_args)
     sources: list[str] = []
     for line in dockerfile_lines(dockerfile):
-        words = line.split()
-        if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
-            name, _, default = words[1].partition("=")
-            args.setdefault(name, default.strip("\"'"))
+        if arg := arg_default(line.split()):
+            args.setdefault(*arg)
             continue
         found = _COPY.match(line)
         if not found:

@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
+from openenv_v1.core.launch.docker.cli import docker_cli, docker_port, run_docker
 from openenv_v1.core.launch.docker.reaper import label_args
 from openenv_v1.core.setting_names import setting
 
@@ -91,9 +91,8 @@ class Gateway:
                     f"cannot attach the loopback gateway to network {network}: "
                     f"{(connected.stderr or connected.stdout).strip()}"
                 )
-            bound = run_docker("port", container, f"{GATEWAY_PORT}/tcp")
-            published = bound.stdout.strip().splitlines()[:1]
-            if bound.returncode != 0 or not published:
+            published, bound = docker_port(container, GATEWAY_PORT)
+            if bound.returncode != 0 or published is None:
                 raise EnvFailure(
                     f"the loopback gateway to {address} publishes no port: "
                     f"{(bound.stderr or bound.stdout).strip()}"
@@ -101,7 +100,7 @@ class Gateway:
         except BaseException:
             gateway.stop()
             raise
-        gateway.published = published[0].strip()
+        gateway.published = published
         gateway.url = f"http://127.0.0.1:{gateway.published.rpartition(':')[2]}"
         return gateway
 

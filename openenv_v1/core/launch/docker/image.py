@@ -42,8 +42,8 @@ from openenv_v1.core.launch.docker.build import (
     build_network,
     run_build,
 )
-from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
-from openenv_v1.core.launch.docker.context import build_context
+from openenv_v1.core.launch.docker.cli import call_docker, run_docker
+from openenv_v1.core.launch.docker.context import arg_default, build_context
 from openenv_v1.core.setting_names import setting
 
 BUILD_TIMEOUT_S = 1800.0
@@ -87,9 +87,8 @@ def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
     images: list[str] = []
     for line in dockerfile.read_text(errors="replace").splitlines():
         words = line.split()
-        if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
-            name, _, default = words[1].partition("=")
-            args.setdefault(name, default.strip("\"'"))
+        if arg := arg_default(words):
+            args.setdefault(*arg)
         elif len(words) >= 2 and words[0].upper() == "FROM":
             rest = [w for w in words[1:] if not w.startswith("--")]
             image = re.sub(
@@ -115,13 +114,7 @@ def _inspect_id(image: str) -> subprocess.CompletedProcess[str]:
     """`docker image inspect` of the image's id; `EnvFailure` when Docker cannot
     be asked."""
     try:
-        return subprocess.run(
-            [docker_cli(), "image", "inspect", "--format", "{{.Id}}", image],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        return call_docker("image", "inspect", "--format", "{{.Id}}", image)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise EnvFailure(f"cannot ask Docker about image {image}: {e}") from e
 

@@ -23,20 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from openenv_v1.core.launch.docker.build import INPUTS_LABEL
-from openenv_v1.core.launch.docker.cli import docker_cli
+from openenv_v1.core.launch.docker.cli import call_docker
 
 logger = logging.getLogger(__name__)
 
 
 def _docker(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """`docker <args>`, or None (a warning logged) when Docker cannot be asked."""
     try:
-        return subprocess.run(
-            [docker_cli(), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return call_docker(*args, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         logger.warning("pruning old env images: %s", e)
         return None

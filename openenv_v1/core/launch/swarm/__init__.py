@@ -44,11 +44,13 @@ stopped removes the service and its network.
 
     options.py  SwarmOptions: the image's keys of provider_kwargs and Swarm's own
     service.py  SwarmService: one service per target in this process, its
-                network, scaling, removal
+                replicas' claims on its tasks, when it is created, scaled, removed
+    service_commands.py  the `docker` commands that make it (its network, its
+                `docker service create`), scale it and remove it
     tasks.py    the service's tasks as Docker reports them
     replica.py  SwarmReplica (one task as one server) and `swarm_launch_plan`
 
-Imports within: `replica` -> `service` -> `tasks`, `options`. Outside `swarm/`:
+Imports within: `replica` -> `service` -> `service_commands`, `tasks`, `options`. Outside `swarm/`:
 `launch.docker` (the image, client, options, gateway, reaper labels), `launch`'s
 `plan` and `readiness`, `openenv_v1.core`'s shared modules, and `launch.env_target`
 for its type. Imports nothing itself.

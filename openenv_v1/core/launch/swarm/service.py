@@ -13,33 +13,37 @@ network, `env_vars` by name only. Its replicas (`replica.SwarmReplica`) `join()`
 scales it up by one for one past its tasks, reads its tasks (`tasks`) at most once
 a second unless asked for fresh ones, and is removed (`remove()`) by the last.
 
-Imports `swarm.tasks`, `swarm.options` and `launch.docker`'s `cli`, `image`,
-`options` and `reaper`.
+The `docker` commands it is made, scaled and removed with are `service_commands`'s.
+
+Imports `swarm.tasks`, `swarm.options`, `swarm.service_commands` and `launch.docker`'s
+`cli`, `image` and `options`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Mapping
 
 from openenv_v1.core.errors import EnvFailure
-from openenv_v1.core.launch.docker.cli import LastSaid, docker_cli, run_docker
+from openenv_v1.core.launch.docker.cli import LastSaid, run_docker
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
-from openenv_v1.core.launch.docker.options import (
-    SERVICE_FLAGS,
-    limit_args,
-    root_hint,
-    run_as,
-)
-from openenv_v1.core.launch.docker.reaper import label_args
+from openenv_v1.core.launch.docker.options import root_hint
 from openenv_v1.core.launch.swarm.options import SwarmOptions
+from openenv_v1.core.launch.swarm.service_commands import (
+    check_swarm_active,
+    create_overlay_network,
+    create_service,
+    ingress_port,
+    remove_service,
+    scale_service,
+    service_create_args,
+)
 from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
 from openenv_v1.core.setting_names import setting
+
+__all__ = ["LOG_TAIL_LINES", "SwarmService"]
 
 logger = logging.getLogger(__name__)
 
@@ -194,53 +198,28 @@ class SwarmService:
 
     # --- the service ---
 
-    def _check_swarm_active(self) -> None:
-        result = run_docker("info", "--format", "{{.Swarm.LocalNodeState}}")
-        state = result.stdout.strip() or "unknown"
-        if result.returncode != 0 or state != "active":
-            raise EnvFailure(
-                f"Docker Swarm is not active on this engine (state {state}; "
-                f"{result.stderr.strip() or 'docker info answered'}): run `docker "
-                "swarm init --advertise-addr <this host's address>` (127.0.0.1 for a "
-                "one-node swarm), or join a swarm as a manager, or pick another "
-                "provider"
-            )
-
-    def _create_network(self, network: str) -> None:
-        argv = ["network", "create", "--driver", "overlay", "--attachable"]
-        if not self.egress:
-            argv.append("--internal")
-        argv += label_args(docker_cli(), self.env)
-        result = run_docker(*argv, network)
-        if result.returncode != 0:
-            raise EnvFailure(
-                f"cannot create the overlay network {network} for the Swarm service: "
-                f"{(result.stderr or result.stdout).strip()}"
-            )
-        self._own_network = network
-
     def _create(self) -> None:
         """Create the service (its image found or built first) and its own network
         (no task has an address yet: see `claim_task`, `url_of`)."""
-        self._check_swarm_active()
+        check_swarm_active()
         o = self.options
         self.image = image_for(
             self.env, o.image, o.project_path, o.tag, o.build_network
         )
         self._service_name = name_for(self.image.image, "swarm")
         if self.options.network is None:
-            self._create_network(f"{self._service_name}-net")
+            network = f"{self._service_name}-net"
+            create_overlay_network(network, egress=self.egress, env=self.env)
+            self._own_network = network
         argv, env = self.create_args(self.image)
         self._created = True
-        result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
-        if result.returncode != 0:
-            raise EnvFailure(
-                f"`docker service create ... {self.image.image}` failed (exit "
-                f"{result.returncode}): {(result.stderr or result.stdout).strip()}"
-            )
-        self._service_id = result.stdout.strip().splitlines()[-1]
+        self._service_id = create_service(
+            argv, env, self.image.image, self.launch_timeout_s
+        )
         if self.options.publish == "ingress":
-            self._published_port = self._ingress_port()
+            self._published_port = ingress_port(
+                self._service_id, self._service_name, self.options.container_port
+            )
         logger.info(
             "%s: Swarm service %s of %s, %d task(s), %s-mode publishing",
             self.env,
@@ -255,67 +234,22 @@ class SwarmService:
     ) -> tuple[list[str], dict[str, str]]:
         """The `docker service create` arguments (after `docker`) and the environment
         they read the server's variables from (by name: values never on argv)."""
-        options = self.options
         assert self._service_name is not None
-        env = {**options.env_vars, **(env_vars or {}), **self._secret_env}
-        argv = ["service", "create", "--detach", "--quiet", "--init"]
-        argv += ["--name", self._service_name, "--replicas", str(self.replicas)]
-        argv += ["--network", str(self.network)]
-        if options.publish == "local":
-            # Reached at each task's address: no virtual IP (which needs IPVS).
-            argv += ["--endpoint-mode", "dnsrr"]
-        elif options.publish == "host":
-            argv += ["--endpoint-mode", "dnsrr"]
-            argv += ["--publish", f"mode=host,target={options.container_port}"]
-        else:
-            published = f"published={options.port}," if options.port else ""
-            argv += ["--publish", f"{published}target={options.container_port}"]
-        argv += label_args(docker_cli(), self.env, ("--label", "--container-label"))
-        chosen = run_as(options.user, image.image, SERVICE_FLAGS)
-        self.user = chosen.user
-        argv += limit_args(options, SERVICE_FLAGS) + chosen.argv
-        argv += ["--stop-grace-period", f"{math.ceil(options.stop_grace_s)}s"]
-        if image.source != "image setting":
-            argv.append("--no-resolve-image")  # built or named here: no registry
-        for key in env:
-            argv += [SERVICE_FLAGS.env, key]  # its value: the client's environment
-        argv += [*options.service_args, image.image]
+        env = {**self.options.env_vars, **(env_vars or {}), **self._secret_env}
+        argv, self.user = service_create_args(
+            self._service_name,
+            self.options,
+            image,
+            replicas=self.replicas,
+            network=str(self.network),
+            env_name=self.env,
+            env=env,
+        )
         return argv, env
 
-    def _ingress_port(self) -> int:
-        result = run_docker(
-            "service",
-            "inspect",
-            "--format",
-            "{{json .Endpoint.Ports}}",
-            self._service_id or "",
-        )
-        with contextlib.suppress(ValueError, TypeError):
-            for entry in json.loads(result.stdout) or []:
-                if entry.get("TargetPort") == self.options.container_port:
-                    return int(entry["PublishedPort"])
-        raise EnvFailure(
-            f"Swarm service {self._service_name} publishes no port for "
-            f"{self.options.container_port}: {result.stderr.strip() or result.stdout}"
-        )
-
     def _scale(self, replicas: int) -> None:
-        result = run_docker(
-            "service",
-            "update",
-            "--detach",
-            "--quiet",
-            "--replicas",
-            str(replicas),
-            self._service_id or "",
-        )
-        if result.returncode != 0:
-            raise EnvFailure(
-                f"cannot scale Swarm service {self._service_name} to {replicas} "
-                f"tasks: {(result.stderr or result.stdout).strip()}"
-            )
+        scale_service(self._service_id or "", self._service_name, replicas)
         self.replicas = replicas
-        logger.info("Swarm service %s scaled to %d tasks", self._service_name, replicas)
 
     def remove(self, grace_s: float | None = None) -> None:
         """Remove the service, wait (up to its stop grace period and 20 s) for its
@@ -326,26 +260,8 @@ class SwarmService:
             service_id = self._service_id
             target = service_id or self._service_name
             network, self._own_network = self._own_network, None
-        if target is not None:
-            run_docker("service", "rm", target, timeout=60)
         grace = self.options.stop_grace_s if grace_s is None else grace_s
-        deadline = time.monotonic() + grace + 20.0
-        label = f"label=com.docker.swarm.service.id={service_id}"
-        while service_id is not None and time.monotonic() < deadline:
-            left = run_docker("ps", "-aq", "--filter", label)
-            if left.returncode != 0 or not left.stdout.strip():
-                break
-            time.sleep(0.3)
-        while network is not None:
-            if run_docker("network", "rm", network).returncode == 0:
-                return
-            if time.monotonic() >= deadline:
-                logger.warning(
-                    "Swarm network %s is still in use; its owner's reaper removes it",
-                    network,
-                )
-                return
-            time.sleep(0.3)
+        remove_service(target, service_id, network, grace)
 
     # --- internals ---
 
