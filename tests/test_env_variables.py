@@ -17,6 +17,7 @@ from openenv_v1.core.launch.env_project import (
     passed_variables,
 )
 from openenv_v1.core.setting_names import render_settings
+from openenv_v1.vf02.flags import EVAL_FLAGS
 from tests.servers import TEST_ENVS
 
 SERVER = """
@@ -108,7 +109,7 @@ def test_a_reset_that_left_no_episode_names_every_variable_lacking(tmp_path):
     assert "GAME_MODE (read in server/app.py; listed in README.md)" in text
     assert "HUB_TOKEN" not in text
     assert "`forward_env`" in text
-    rendered = render_settings(text, "vf02")
+    rendered = render_settings(text, EVAL_FLAGS)
     assert "`--taskset.task.user.forward-env`" in rendered
 
 

@@ -99,7 +99,7 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         if report.error:
             # A failed rollout is not scored: its metric is recorded here.
             trace.record_metric("openenv_ended_at_reset", float(report.ended_at_reset))
-            raise env_broke(render_settings(report.error, "vf02"))
+            raise env_broke(render_settings(report.error, EVAL_FLAGS))
         return report.stop_reason == "done"
 
     @vf.stop

@@ -128,7 +128,7 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                 finally:
                     record(interaction.trace, report)
                 if report.error is not None:
-                    raise OpenEnvError(render_settings(report.error, "vf04"))
+                    raise OpenEnvError(render_settings(report.error, VF_EVAL_FLAGS))
 
     async def _play(
         self, interaction: vf.Interaction, episode: EnvEpisode, turn: Turn
@@ -179,7 +179,7 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
         trace.record_metric(f"openenv_signal_{name}", value)
     info = report.info()
     if report.error is not None:
-        info["error"] = render_settings(report.error, "vf04")
+        info["error"] = render_settings(report.error, VF_EVAL_FLAGS)
     trace.info["openenv"] = info
     trace.info["openenv_timing"] = report.timing()
 
