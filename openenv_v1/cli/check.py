@@ -177,8 +177,11 @@ async def _open(run: CheckRun) -> str:
         await _run(run, SERVED)
         run.report.stage = "schema"  # the contract read that follows
 
+    # The client's own per-message limit must not cut a call `--timeout` allows.
+    target = options.target
+    message_timeout_s = max(target.message_timeout_s, options.timeout_s)
     run.episode = await open_episode(
-        options.target,
+        dataclasses.replace(target, message_timeout_s=message_timeout_s),
         episode_limits(options),
         run.stack,
         observation_images=options.observation_images,
