@@ -287,7 +287,7 @@ class EpisodeSettings(BaseModel):
 
     def message_timeout_s(self) -> float:
         """OpenEnv's own per-message limit: the longest call we allow. It also
-        enforces `step_timeout_s` when that is the longest (see `EnvEpisode._step`)."""
+        enforces `step_timeout_s` when that is the longest (see `EnvEpisode.send`)."""
         return max(self.reset_timeout_s, self.step_timeout_s, self.connect_timeout_s)
 
     def with_manifest(self, manifest: Manifest | None) -> Self:

@@ -249,7 +249,7 @@ def test_episode_reaches_launch_only_to_open_an_episode():
     allowed = {
         ("openenv_v1.core.episode.env_episode", "open_env", False),
         ("openenv_v1.core.episode.env_episode", "EnvSession", False),
-        ("openenv_v1.core.episode.env_episode", "server_lost", False),
+        ("openenv_v1.core.episode.resume", "server_lost", False),
     }
     offending = [
         str(e)

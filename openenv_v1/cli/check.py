@@ -1,24 +1,31 @@
 """`openenv-v1 check`: meet an env the way a rollout does, and say what it found.
 
-The env is launched or connected with the rollout's own code (`open_env` on an
-`AsyncExitStack`, then `fetch_action_spec`), so a check that passes means a rollout gets
-as far; a failure carries the same cause a rollout's trace would (for a UV launch, the
-server's own output as soon as it dies), plus a hint for the fix.
+The check plays the rollout's own episode: `open_episode` launches or connects (on an
+`AsyncExitStack`) and reads the action contract, and `EnvEpisode` resets and steps by
+its own rules, so a check that passes means a rollout gets as far; a failure carries
+the same cause a rollout's trace would (for a UV launch, the server's own output as
+soon as it dies), plus a hint for the fix. What the check adds is its own: the reads
+of what the server serves, the findings about the env folder, the fresh sessions, the
+report.
 
 Stages, in order; the first failure ends the check:
 
     manifest           the env folder's openenv.yaml, if it has one (what it declares)
-    launch | connect   open_env (UV, Docker, or base_url)
+    launch | connect   open_episode (UV, Docker, or base_url); once its session is
+                       open, and before it reads the contract, the next three
     health, metadata   GET /health (must be OK), GET /metadata (optional)
     tasks              OpenEnv's Task API: splits and their counts, and which tasks a
                        taskset without `resets` would run
-    schema             the action schema; for an MCP env, its tools (and whether its
-                       calls go as steps or, on openenv-core 0.2.2, as JSON-RPC)
-    reset              reset(**reset) on the rollout's session: the first observation,
-                       and the turn the model gets (text length, images, cuts); a
-                       reset that leaves no episode to play fails the check
-    step               one --action, parsed like a model reply, stepped (and its
-                       turn); a reply that says it failed fails the check
+    schema             the action schema the episode read; for an MCP env, its tools
+                       (and whether its calls go as steps or, on openenv-core 0.2.2,
+                       as JSON-RPC)
+    reset              the episode's reset(**reset): the first observation, and the
+                       turn the model gets (text length, images, cuts); a reset that
+                       leaves no episode to play fails the check, as it fails the
+                       episode
+    step               one --action, parsed like a model reply, applied by the
+                       episode (and its turn); an action the episode does not step,
+                       or a reply that says it failed, fails the check
     seed check         the same reset (and action) on a fresh session: same results?
                        Without a seed in the reset: does the env honour seeds (seed 1
                        twice, then seed 2)?
@@ -34,9 +41,9 @@ the small bound.
 
 The task must reach the model: a reset observation that shows nothing (the task was in
 `metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws` replies) is
-shown from the session's state as a rollout does (`EnvEpisode._task_from_state`), with
-a warning; with nothing there either, the warning says the task never reaches the
-model. An MCP env's tools are listed again after the reset (as a rollout does); none
+shown from the session's state by the episode (`reset.opening_task`), with a
+warning; with nothing there either, the warning says the task never reaches the
+model. An MCP env's tools are listed again after the reset (by the episode); none
 then is a failure.
 
 An env that cannot play is never OK: a reset whose reply ends the episode (`done`)
@@ -48,9 +55,10 @@ not pass, with `--forward-env` (`env_project.explain_lacking`); when the reset
 plays, credentials among them are still named, as a warning.
 
 The stages are data: `STAGES` names each, its function and the report field its
-typed summary fills, and one loop runs them. They live beside this file:
-`check_report.py` (what was asked and found), `check_stages.py` (the rollout's
-session: what the server serves, reset, step), `check_sessions.py` (fresh sessions).
+typed summary fills, and one loop runs them (`SERVED`, the reads of what the server
+serves, from within the launch). They live beside this file: `check_report.py` (what
+was asked and found), `check_stages.py` (the rollout's episode: what the server
+serves, reset, step), `check_sessions.py` (fresh sessions).
 
 Nothing here imports verifiers.
 """
@@ -66,11 +74,12 @@ from typing import Any
 
 import httpx
 
-from openenv_v1.cli.check_report import CheckOptions, CheckReport, ManifestFindings
+from openenv_v1.cli.check_report import CheckOptions, CheckReport
 from openenv_v1.cli.check_sessions import check_seeds, probe
 from openenv_v1.cli.check_stages import (
     CheckRun,
     StageFailed,
+    explainer,
     play_reset,
     play_step,
     read_health,
@@ -79,12 +88,12 @@ from openenv_v1.cli.check_stages import (
     read_tasks,
     steps,
 )
-from openenv_v1.core.episode.env_episode import episode_client
+from openenv_v1.core.episode.env_episode import open_episode
+from openenv_v1.core.episode.report import EpisodeLimits
 from openenv_v1.core.errors import EnvFailure, describe
-from openenv_v1.core.http_client import http_base
 from openenv_v1.core.launch.plan import launcher_label
-from openenv_v1.core.launch.target import EnvTarget, open_env
-from openenv_v1.core.manifest import ManifestError, read_manifest
+from openenv_v1.core.launch.target import EnvTarget
+from openenv_v1.core.manifest import Manifest, ManifestError, read_manifest
 
 __all__ = ["CheckOptions", "CheckReport", "run_check"]
 
@@ -132,26 +141,55 @@ def _with_server_output(error: str, report: CheckReport) -> str:
     return f"{error}\nthe env server's output ends with:\n{tail}" if tail else error
 
 
-async def _read_manifest(run: CheckRun) -> ManifestFindings | None:
+async def _read_manifest(run: CheckRun) -> Manifest | None:
     try:
-        manifest = read_manifest(run.options.target.provider_kwargs.get("project_path"))
+        return read_manifest(run.options.target.provider_kwargs.get("project_path"))
     except ManifestError as e:
         raise StageFailed(str(e)) from e
-    return ManifestFindings.of(manifest) if manifest else None
+
+
+def episode_limits(options: CheckOptions) -> EpisodeLimits:
+    """The check's episode's bounds: `timeout_s` per reset, step and capacity wait;
+    a lost session ends it (a check resumes nothing)."""
+    timeout = options.timeout_s
+    return EpisodeLimits(
+        reset_timeout_s=timeout,
+        step_timeout_s=timeout,
+        capacity_wait_s=timeout,
+        resume=False,
+    )
 
 
 async def _open(run: CheckRun) -> str:
-    """The rollout's session, launched or connected by `open_env`; the server's URL."""
-    target = run.options.target
-    run.progress(_launch_line(target))
+    """The rollout's episode, launched or connected by `open_episode`; the server's
+    URL. Once its session is open, and before the episode reads the contract, the
+    `SERVED` stages read what the server serves."""
+    options = run.options
+    run.progress(_launch_line(options.target))
     started = time.monotonic()
-    client = await open_env(target, run.stack, on_launch=run.report.record_launch)
-    run.report.launch_s = round(time.monotonic() - started, 2)
-    run.client = episode_client(client, target)
-    run.url = http_base(run.client.base_url or target.label)
-    run.http = await run.stack.enter_async_context(
-        httpx.AsyncClient(timeout=run.timeout_s, trust_env=False)
+
+    async def served(url: str) -> None:
+        run.report.launch_s = round(time.monotonic() - started, 2)
+        run.report.server_url = run.url = url
+        run.http = await run.stack.enter_async_context(
+            httpx.AsyncClient(timeout=run.timeout_s, trust_env=False)
+        )
+        await _run(run, SERVED)
+        run.report.stage = "schema"  # the contract read that follows
+
+    # The client's own per-message limit must not cut a call `--timeout` allows.
+    target = options.target
+    message_timeout_s = max(target.message_timeout_s, options.timeout_s)
+    run.episode = await open_episode(
+        dataclasses.replace(target, message_timeout_s=message_timeout_s),
+        episode_limits(options),
+        run.stack,
+        observation_images=options.observation_images,
+        max_observation_chars=options.max_observation_chars,
+        on_launch=run.report.record_launch,
+        on_connect=served,
     )
+    run.episode.explain = explainer(options)
     return run.url
 
 
@@ -174,13 +212,16 @@ class Stage:
     when: Callable[[CheckRun], bool] = lambda _: True
 
 
+SERVED: tuple[Stage, ...] = (
+    Stage("health", read_health, "health"),
+    Stage("metadata", read_metadata, "metadata"),
+    Stage("tasks", read_tasks, "tasks"),
+)
+"""What the server serves, read from within the launch stage (`_open`)."""
 STAGES: tuple[Stage, ...] = (
     Stage("manifest", _read_manifest, "manifest", when=_launches),
     Stage("connect", _open, "server_url", when=_connects),
     Stage("launch", _open, "server_url", when=_launches),
-    Stage("health", read_health, "health"),
-    Stage("metadata", read_metadata, "metadata"),
-    Stage("tasks", read_tasks, "tasks"),
     Stage("schema", read_schema, "action"),
     Stage("reset", play_reset, "reset"),
     Stage("step", play_step, "step", when=steps),
@@ -188,14 +229,18 @@ STAGES: tuple[Stage, ...] = (
     Stage("sessions", probe, "sessions"),
 )
 _FIELDS = {f.name for f in dataclasses.fields(CheckReport)}
-assert {s.summary for s in STAGES} <= _FIELDS, "each stage fills a report field"
+assert {s.summary for s in STAGES + SERVED} <= _FIELDS, "each stage fills a field"
 
 
-async def _check(run: CheckRun) -> None:
-    for stage in STAGES:
+async def _run(run: CheckRun, stages: tuple[Stage, ...]) -> None:
+    for stage in stages:
         if stage.when(run):
             run.report.stage = stage.name
             setattr(run.report, stage.summary, await stage.run(run))
+
+
+async def _check(run: CheckRun) -> None:
+    await _run(run, STAGES)
     run.report.stage = "cleanup"
 
 

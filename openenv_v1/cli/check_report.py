@@ -2,6 +2,12 @@
 stage's typed summary (frozen values, one class per finding), `CheckReport` holding
 them, and its JSON form (images shown by their size).
 
+A finding the core has a type for is reported in that type: the manifest
+(`core.manifest.Manifest`), the Task API's splits (`core.tasks.Split`), a UV launch's
+app (`env_project.AppChoice`), the action contract (`schema.ActionSpec`) and an MCP
+env's tools (`schema.Tool`), the frames the episode saw (`frames.Frame`) and the
+turns it made of them (`turns.Turn`). Their JSON form is written here (`_json`).
+
 A summary field marked `_SPARSE` is left out of the JSON while it is None: it belongs
 to some outcomes of its stage only (a seed check's `error`, a refusal's
 `max_sessions`).
@@ -10,16 +16,21 @@ to some outcomes of its stage only (a seed check's `error`, a refusal's
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from openenv_v1.cli.flags import CHECK_FLAGS
 from openenv_v1.cli.hints import hint_for
+from openenv_v1.core.episode.frames import Frame
 from openenv_v1.core.episode.images import find_images
+from openenv_v1.core.episode.schema import ActionSpec, Tool
 from openenv_v1.core.episode.turns import Turn
+from openenv_v1.core.launch.env_project import AppChoice
 from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.manifest import Manifest
 from openenv_v1.core.setting_names import render_settings
+from openenv_v1.core.tasks import Split
 
 __all__ = ["CheckOptions", "CheckReport", "describe_target"]
 
@@ -48,20 +59,24 @@ class CheckOptions:
 
 
 @dataclass(frozen=True)
-class FailedApp:
-    app: str
-    source: str
-    error: str
+class AppServed:
+    """A UV launch's app: the one served (`choice`, and why), the candidates that
+    could not be imported (each with the line that said so), gradio hidden."""
 
-
-@dataclass(frozen=True)
-class AppChoice:
-    """A UV launch's app: the one served, why it was chosen, candidates that failed."""
-
-    app: str | None
-    source: str | None
-    failed: tuple[FailedApp, ...]
+    choice: AppChoice | None
+    failed: tuple[tuple[AppChoice, str], ...]
     gradio_hidden: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "app": self.choice.app if self.choice else None,
+            "source": self.choice.source if self.choice else None,
+            "failed": [
+                {"app": c.app, "source": c.source, "error": why}
+                for c, why in self.failed
+            ],
+            "gradio_hidden": self.gradio_hidden,
+        }
 
 
 @dataclass(frozen=True)
@@ -106,38 +121,6 @@ class DockerRun:
 
 
 @dataclass(frozen=True)
-class ManifestFindings:
-    """What the env folder's openenv.yaml declares."""
-
-    path: str
-    reward_range: tuple[float, float] | None
-    resources: dict[str, Any]
-    network: str
-    allowed_hosts: tuple[str, ...]
-    requires_credentials: list[str] | bool
-
-    @classmethod
-    def of(cls, manifest: Manifest) -> ManifestFindings:
-        return cls(
-            path=manifest.path,
-            reward_range=tuple(manifest.reward.range)
-            if manifest.reward.range
-            else None,
-            resources=manifest.resources.model_dump(exclude_none=True),
-            network=manifest.network.mode,
-            allowed_hosts=tuple(manifest.network.allowed_hosts),
-            requires_credentials=manifest.execution.requires_credentials,
-        )
-
-
-@dataclass(frozen=True)
-class Split:
-    name: str
-    type: str | None
-    num_tasks: int | None
-
-
-@dataclass(frozen=True)
 class Tasks:
     """The Task API: `offered`, its `splits` with their `num_tasks`, and what a
     taskset without `resets` runs (`taskset_uses`)."""
@@ -145,114 +128,171 @@ class Tasks:
     offered: bool
     splits: tuple[Split, ...]
     taskset_uses: Literal["env tasks", "default reset"]
+    num_tasks: dict[str, int] = field(default_factory=dict)
     env_name: str | None = _sparse()
     split: str | None = _sparse()
 
-
-@dataclass(frozen=True)
-class FieldInfo:
-    """One property of an action schema or a tool's input schema."""
-
-    name: str
-    type: str
-    required: bool
-    description: str
+    def to_json(self) -> dict[str, Any]:
+        data = _fields_json(self)
+        data["splits"] = [
+            {"name": s.name, "type": s.type, "num_tasks": self.num_tasks.get(s.name)}
+            for s in self.splits
+        ]
+        del data["num_tasks"]
+        return data
 
 
 @dataclass(frozen=True)
 class ActionInfo:
+    """The action contract as the rollout read it (`spec`), the server's own action
+    schema (`schema`, its title), and where an MCP env's calls go."""
+
     title: str | None
-    mcp: bool
-    fields: tuple[FieldInfo, ...]
-    raw_field: str | None
+    spec: ActionSpec
     schema: dict[str, Any]
-    mcp_route: Literal["session_rpc", "step"] | None = _sparse()
+    mcp_route: Literal["session_rpc", "step"] | None = None
+
+    @property
+    def fields(self) -> list[dict[str, Any]]:
+        """The properties the model fills, as `schema_fields` lists them."""
+        hidden = set(self.spec.schema.get("properties") or {}) - set(self.spec.fields)
+        return schema_fields(self.spec.schema, frozenset(hidden))
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "title": self.title,
+            "mcp": self.spec.is_mcp,
+            "fields": self.fields,
+            "raw_field": self.spec.raw_field,
+            "schema": self.schema,
+        }
+        return data | ({"mcp_route": self.mcp_route} if self.mcp_route else {})
 
 
-@dataclass(frozen=True)
-class ToolInfo:
-    name: str
-    description: str
-    arguments: tuple[FieldInfo, ...]
-    input_schema: dict[str, Any]
+def schema_fields(
+    schema: dict[str, Any], hidden: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """Each property of a JSON schema (less `hidden`): its `name`, a short `type`
+    (`type_label`), whether `required`, its `description`."""
+    required = set(schema.get("required") or ())
+    return [
+        {
+            "name": name,
+            "type": type_label(prop),
+            "required": name in required,
+            "description": (prop.get("description") or "")
+            if isinstance(prop, dict)
+            else "",
+        }
+        for name, prop in (schema.get("properties") or {}).items()
+        if name not in hidden
+    ]
 
 
-@dataclass(frozen=True)
-class ImageSent:
-    field: str
-    shape: str
-    mime: str
-    bytes: int
+def type_label(spec: dict[str, Any]) -> str:
+    """A short type name for a JSON-schema property: `string`, `integer | null`,
+    `array[string]`, `one of "a", "b"`, a `$ref` target's name."""
+    if not isinstance(spec, dict) or not spec:
+        return "any"
+    if isinstance(ref := spec.get("$ref"), str):
+        return ref.rsplit("/", 1)[-1]
+    if "const" in spec:
+        return f"const {json.dumps(spec['const'])}"
+    if spec.get("enum"):
+        return "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    if options := spec.get("anyOf") or spec.get("oneOf"):
+        return " | ".join(type_label(o) for o in options)
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        return f"array[{type_label(spec['items'])}]"
+    return str(kind or "any")
 
 
-@dataclass(frozen=True)
-class ImageLeft:
-    field: str
-    shape: str
+def _tool_json(tool: Tool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "arguments": schema_fields(tool.input_schema),
+        "input_schema": tool.input_schema,
+    }
 
 
-@dataclass(frozen=True)
-class FieldCut:
-    field: str
-    shown_chars: int
-    total_chars: int
-
-
-@dataclass(frozen=True)
-class ModelGets:
+def model_gets_json(turn: Turn) -> dict[str, Any]:
     """What the model gets of a turn: text length, images, images left out, cuts."""
+    return {
+        "text_chars": len(turn.text),
+        "images": [
+            {
+                "field": i.field,
+                "shape": i.shape_text,
+                "mime": i.mime,
+                "bytes": len(i.encoded()),
+            }
+            for i in turn.images
+        ],
+        "omitted_images": [
+            {"field": i.field, "shape": i.shape_text} for i in turn.omitted
+        ],
+        "cuts": [
+            {"field": c.field, "shown_chars": c.shown, "total_chars": c.total}
+            for c in turn.cuts
+        ],
+    }
 
-    text_chars: int
-    images: tuple[ImageSent, ...]
-    omitted_images: tuple[ImageLeft, ...]
-    cuts: tuple[FieldCut, ...]
 
-    @classmethod
-    def of(cls, turn: Turn) -> ModelGets:
-        return cls(
-            text_chars=len(turn.text),
-            images=tuple(
-                ImageSent(i.field, i.shape_text, i.mime, len(i.encoded()))
-                for i in turn.images
-            ),
-            omitted_images=tuple(
-                ImageLeft(i.field, i.shape_text) for i in turn.omitted
-            ),
-            cuts=tuple(FieldCut(c.field, c.shown, c.total) for c in turn.cuts),
-        )
+def _manifest_json(manifest: Manifest) -> dict[str, Any]:
+    reward_range = manifest.reward.range
+    return {
+        "path": manifest.path,
+        "reward_range": list(reward_range) if reward_range else None,
+        "resources": manifest.resources.model_dump(exclude_none=True),
+        "network": manifest.network.mode,
+        "allowed_hosts": list(manifest.network.allowed_hosts),
+        "requires_credentials": manifest.execution.requires_credentials,
+    }
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """A reset's or step's result, as the seed check compares it."""
+class Played:
+    """A reset or step the check's episode made: its `frame`, and the turn the model
+    gets of it (`shown`)."""
 
-    observation: dict[str, Any] | None
-    reward: float | None
-    done: bool
+    frame: Frame
+    shown: Turn
 
-    @classmethod
-    def of(cls, result: Any) -> Outcome:
-        return cls(result.observation, result.reward, bool(result.done))
+    @property
+    def observation(self) -> dict[str, Any]:
+        return self.frame.observation
 
+    @property
+    def reward(self) -> float | None:
+        return self.frame.reward
 
-@dataclass(frozen=True)
-class Played(Outcome):
-    """A reset or step the check made, and the turn the model gets of it."""
+    @property
+    def done(self) -> bool:
+        return self.frame.done
 
-    turn: str
-    model_gets: ModelGets
+    @property
+    def turn(self) -> str:
+        """The turn's text."""
+        return self.shown.text
 
-
-def played(result: Any, turn: Turn) -> tuple[Any, ...]:
-    """The fields of a `Played` for `result` and the `turn` the model gets of it."""
-    outcome = Outcome.of(result)
-    return (
-        outcome.observation,
-        outcome.reward,
-        outcome.done,
-        turn.text,
-        ModelGets.of(turn),
-    )
+    def to_json(self) -> dict[str, Any]:
+        extra = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("frame", "shown")
+        }
+        return {
+            "observation": sized_images(self.observation),
+            "reward": self.reward,
+            "done": self.done,
+            "turn": self.turn,
+            "model_gets": model_gets_json(self.shown),
+            **extra,
+        }
 
 
 @dataclass(frozen=True)
@@ -306,16 +346,16 @@ class CheckReport:
     """The stage running, or the one that failed."""
     server_url: str | None = None
     launch_s: float | None = None
-    app: AppChoice | None = None
+    app: AppServed | None = None
     docker: DockerRun | None = None
     health: str | None = None
     metadata: dict[str, Any] | None = None
     """The env's own `/metadata`, as it sent it (less empty values)."""
-    manifest: ManifestFindings | None = None
+    manifest: Manifest | None = None
     """None: no openenv.yaml, or no `validation:` block."""
     tasks: Tasks | None = None
     action: ActionInfo | None = None
-    tools: tuple[ToolInfo, ...] | None = None
+    tools: tuple[Tool, ...] | None = None
     reset: ResetPlayed | None = None
     step: StepPlayed | None = None
     seed_check: SeedCheck | None = None
@@ -350,14 +390,8 @@ class CheckReport:
             return
         if not isinstance(provider, SupervisedUVProvider):
             return
-        choice = provider.app_choice
-        self.app = AppChoice(
-            app=choice.app if choice else None,
-            source=choice.source if choice else None,
-            failed=tuple(
-                FailedApp(c.app, c.source, why) for c, why in provider.failed_apps
-            ),
-            gradio_hidden=provider.gradio_hidden,
+        self.app = AppServed(
+            provider.app_choice, tuple(provider.failed_apps), provider.gradio_hidden
         )
         self.warnings += [render_settings(note, CHECK_FLAGS) for note in provider.notes]
 
@@ -369,24 +403,33 @@ class CheckReport:
             for f in dataclasses.fields(self)
             if f.name not in ("stage", "launched")
         }
-        for stage in ("reset", "step"):
-            if isinstance(data.get(stage), dict):
-                data[stage]["observation"] = sized_images(data[stage]["observation"])
         return {"ok": self.ok, **data}
 
 
 def _json(value: Any) -> Any:
-    """`value` as JSON data: a summary as an object (less its unset sparse fields),
-    a tuple of them as a list; the env's own data (dicts, lists) as it is."""
+    """`value` as JSON data: a summary by its own `to_json`, or as an object (less
+    its unset sparse fields); a core type the report carries (`Tool`, `Manifest`)
+    in its JSON form; a tuple of them as a list; the env's own data (dicts, lists)
+    as it is."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, Tool):
+        return _tool_json(value)
+    if isinstance(value, Manifest):
+        return _manifest_json(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _json(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if not (f.metadata.get("sparse") and getattr(value, f.name) is None)
-        }
+        return _fields_json(value)
     if isinstance(value, tuple):
         return [_json(v) for v in value]
     return value
+
+
+def _fields_json(value: Any) -> dict[str, Any]:
+    return {
+        f.name: _json(getattr(value, f.name))
+        for f in dataclasses.fields(value)
+        if not (f.metadata.get("sparse") and getattr(value, f.name) is None)
+    }
 
 
 def sized_images(observation: Any) -> Any:

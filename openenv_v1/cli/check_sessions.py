@@ -3,6 +3,10 @@
 concurrent sessions the server accepts). The rollout's own session is closed first:
 its slot is freed (the server keeps running) so they fit on a server that allows only
 one.
+
+A fresh session is a client of `open_env`, wrapped as the episode's is
+(`episode_client`); its reset is the episode's own (`reset.reset_frame`: validated,
+a server still counting a session just closed waited out, a refusal named).
 """
 
 from __future__ import annotations
@@ -10,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_fixed
-
-from openenv_v1.cli.check_report import Outcome, SeedCheck, Sessions
-from openenv_v1.cli.check_stages import CheckRun, StageFailed, stage_call
+from openenv_v1.cli.check_report import SeedCheck, Sessions
+from openenv_v1.cli.check_stages import CheckRun, StageFailed
 from openenv_v1.core.episode.env_episode import episode_client
+from openenv_v1.core.episode.frames import Frame, read_frame
+from openenv_v1.core.episode.report import EpisodeLimits
+from openenv_v1.core.episode.reset import reset_frame
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -53,7 +58,7 @@ async def check_seeds(run: CheckRun) -> SeedCheck:
     session, compared. Without one: whether the env honours seeds at all. The
     rollout's session is closed first; a warning when the results differ or the
     check itself failed."""
-    await run.client.disconnect()
+    await run.episode.client.disconnect()
     seeded = "seed" in run.options.reset
     found = await (_seed_repeats(run) if seeded else _seed_honoured(run))
     if found.status == "differs":
@@ -66,12 +71,25 @@ async def check_seeds(run: CheckRun) -> SeedCheck:
     return found
 
 
-async def _reset(run: CheckRun, client: Any, kwargs: dict[str, Any]) -> Outcome:
-    return Outcome.of(
-        await _retry_capacity(
-            lambda: stage_call("reset", client.reset(**kwargs), run.timeout_s)
-        )
-    )
+async def _reset(
+    run: CheckRun,
+    client: Any,
+    kwargs: dict[str, Any],
+    patience_s: float = _CAPACITY_RETRY_S,
+) -> Frame:
+    """The episode's reset on a fresh session, waiting `patience_s` while the server
+    still counts a session just closed (CAPACITY_REACHED)."""
+    limits = EpisodeLimits(reset_timeout_s=run.timeout_s, capacity_wait_s=patience_s)
+    return await reset_frame(client, kwargs, limits, run.url)
+
+
+async def _step(run: CheckRun, client: Any, action: dict[str, Any]) -> Frame:
+    try:
+        return read_frame(await asyncio.wait_for(client.step(action), run.timeout_s))
+    except TimeoutError as e:
+        raise EnvFailure(f"step did not answer within {run.timeout_s:.0f}s") from e
+    except Exception as e:
+        raise EnvFailure(f"step failed: {describe(e)}") from e
 
 
 async def _seed_repeats(run: CheckRun) -> SeedCheck:
@@ -79,19 +97,18 @@ async def _seed_repeats(run: CheckRun) -> SeedCheck:
     try:
         async with _fresh_session(run) as client:
             again = await _reset(run, client, run.options.reset)
-            differences = _differences("reset", Outcome.of(run.first), again)
-            if run.action is not None:
-                step = await stage_call("step", client.step(run.action), run.timeout_s)
-                differences += _differences(
-                    "step", Outcome.of(run.stepped), Outcome.of(step)
-                )
+            assert run.first is not None
+            differences = _differences("reset", run.first, again)
+            if run.action is not None and run.stepped is not None:
+                step = await _step(run, client, run.action)
+                differences += _differences("step", run.stepped, step)
     except (StageFailed, EnvFailure) as e:
         return SeedCheck("error", compared, error=str(e))
     status = "differs" if differences else "match"
     return SeedCheck(status, compared, differences=differences)
 
 
-async def _seeded_reset(run: CheckRun, seed: int) -> Outcome:
+async def _seeded_reset(run: CheckRun, seed: int) -> Frame:
     """`reset(**reset, seed=seed)` on a fresh session."""
     async with _fresh_session(run) as client:
         return await _reset(run, client, {**run.options.reset, "seed": seed})
@@ -116,29 +133,7 @@ async def _seed_honoured(run: CheckRun) -> SeedCheck:
     return SeedCheck(status, ("reset",), seeds=(1, 1, 2), differences=repeat)
 
 
-def _at_capacity(e: BaseException) -> bool:
-    return server_error_code(e) == "CAPACITY_REACHED" or (
-        isinstance(e, StageFailed) and "CAPACITY_REACHED" in str(e)
-    )
-
-
-async def _retry_capacity(
-    call: Callable[[], Awaitable[Any]], patience_s: float = _CAPACITY_RETRY_S
-) -> Any:
-    """`call()`, retried for `patience_s` while the server still counts a session
-    just closed (CAPACITY_REACHED); then its error, as it is."""
-    async for attempt in AsyncRetrying(
-        retry=retry_if_exception(_at_capacity),
-        stop=stop_after_delay(patience_s),
-        wait=wait_fixed(0.2),
-        reraise=True,
-    ):
-        with attempt:
-            result = await call()
-    return result
-
-
-def _differences(what: str, a: Outcome, b: Outcome) -> tuple[str, ...]:
+def _differences(what: str, a: Frame, b: Frame) -> tuple[str, ...]:
     found = [
         f"{what}.{k}" for k in ("reward", "done") if getattr(a, k) != getattr(b, k)
     ]
@@ -190,14 +185,13 @@ async def probe_sessions(run: CheckRun) -> Sessions:
             patience = _CAPACITY_RETRY_S if held == 0 else 0.0
             try:
                 client = await open_env(_fresh(run), stack)
-                await _retry_capacity(
-                    lambda c=client: asyncio.wait_for(
-                        c.reset(**run.options.reset), run.timeout_s
-                    ),
-                    patience,
-                )
+                await _reset(run, client, run.options.reset, patience)
             except Exception as e:
-                return _refusal(e, held)
+                # A server's refusal is read from its own error, which the
+                # episode's reset names in its text.
+                cause = e.__cause__
+                refused = isinstance(cause, Exception) and server_error_code(cause)
+                return _refusal(cause if refused else e, held)
     return Sessions("all accepted", accepted=bound, at_least=bound)
 
 

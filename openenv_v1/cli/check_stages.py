@@ -1,7 +1,14 @@
-"""The stages of `openenv-v1 check` on the rollout's own session: what the server
-serves (health, metadata, the Task API, the action schema and tools), then the reset
-(its kwargs, and the task the model is shown) and one step; `CheckRun`, what the
-stages share, and how a stage's call fails (`StageFailed`, `stage_call`).
+"""The stages of `openenv-v1 check` on the rollout's own episode (`EnvEpisode`,
+opened by `open_episode`): what the server serves (health, metadata, the Task API),
+the action contract the episode read, then the episode's reset (its kwargs, and the
+task the model is shown) and one step; `CheckRun`, what the stages share, and how a
+stage fails (`StageFailed`).
+
+The episode plays by its own rules (`core/episode/`); what is here is check's alone:
+the reads of `/health`, `/metadata`, `/schema` and the Task API, the findings about
+the env folder (the variables it reads and the check does not pass, the reset kwargs
+its `reset` does not take, the openenv-core its lock pins), and the stricter verdicts
+a check gives (a reply that says it failed, an MCP env without tools after reset).
 
 Each stage is `async (CheckRun) -> summary`, the value `check.py`'s table puts in
 the report; a stage adds warnings to the report itself.
@@ -12,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,33 +29,19 @@ from openenv_v1.cli.check_report import (
     ActionInfo,
     CheckOptions,
     CheckReport,
-    FieldInfo,
     ResetPlayed,
-    Split,
     StepPlayed,
     Tasks,
-    ToolInfo,
-    played,
 )
 from openenv_v1.cli.flags import CHECK_FLAGS
 from openenv_v1.core.episode.actions import InvalidAction, parse_action
-from openenv_v1.core.episode.env_source import env_source_dir, read_reset_params
+from openenv_v1.core.episode.env_episode import EnvEpisode
+from openenv_v1.core.episode.env_source import env_source_dir
+from openenv_v1.core.episode.frames import Frame
 from openenv_v1.core.episode.mcp_route import SessionRpcClient, locked_core_version
-from openenv_v1.core.episode.schema import ActionSpec, fetch_action_spec, relist_tools
-from openenv_v1.core.episode.turns import TurnRenderer
-from openenv_v1.core.episode.view import (
-    reset_refusal,
-    said_failure,
-    shows_nothing,
-    task_from_state,
-)
-from openenv_v1.core.errors import (
-    EnvFailure,
-    describe,
-    server_error_code,
-    server_error_details,
-    server_error_message,
-)
+from openenv_v1.core.episode.reset import OpeningTask
+from openenv_v1.core.episode.view import said_failure
+from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.launch.env_project import (
     EnvVariable,
     explain_lacking,
@@ -68,32 +61,24 @@ class StageFailed(Exception):
 @dataclass
 class CheckRun:
     """One check's working state: what it was asked, its report, and what earlier
-    stages opened (the rollout's session `client` at `url`, an HTTP client) or found
-    (the action spec, the reset's and the step's results)."""
+    stages opened (the rollout's `episode`, its server at `url`, an HTTP client) or
+    found (the server's own action schema, the frames of the reset and the step)."""
 
     options: CheckOptions
     report: CheckReport
     stack: contextlib.AsyncExitStack
     progress: Callable[[str], None]
-    client: Any = None
+    episode: EnvEpisode = field(init=False)
     url: str = ""
     http: httpx.AsyncClient = field(init=False)
-    spec: ActionSpec = field(init=False)
     raw_action: dict[str, Any] = field(default_factory=dict)
-    first: Any = None
+    first: Frame | None = None
     action: dict[str, Any] | None = None
-    stepped: Any = None
+    stepped: Frame | None = None
 
     @property
     def timeout_s(self) -> float:
         return self.options.timeout_s
-
-    @property
-    def turns(self) -> TurnRenderer:
-        return TurnRenderer(
-            images=self.options.observation_images,
-            max_chars=self.options.max_observation_chars,
-        )
 
 
 async def read_health(run: CheckRun) -> str:
@@ -138,137 +123,89 @@ def _read_tasks(url: str, timeout_s: float, report: CheckReport) -> Tasks:
         api = read_task_api(url, timeout_s)
         if api is None:
             return none
-        splits = tuple(Split(s.name, s.type, api.num_tasks(s.name)) for s in api.splits)
+        counts = {s.name: api.num_tasks(s.name) for s in api.splits}
         chosen = api.choose_split(None)
     except EnvFailure as e:
         report.warnings.append(f"the Task API failed: {e}")
         return none
-    return Tasks(True, splits, "env tasks", env_name=api.env_name, split=chosen)
+    return Tasks(
+        True, api.splits, "env tasks", counts, env_name=api.env_name, split=chosen
+    )
 
 
 async def read_schema(run: CheckRun) -> ActionInfo:
-    """The action contract as a rollout reads it; for an MCP env, its tools too, and
+    """The action contract the episode read; for an MCP env, its tools too, and
     whether its calls go as steps or as the session's JSON-RPC."""
     with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
-        # `fetch_action_spec` replaces an MCP env's schema with the call-tool
-        # format; the server's own title is worth showing.
+        # The episode's spec of an MCP env is the call-tool format; the server's
+        # own title is worth showing.
         run.raw_action = dict(
             (await run.http.get(f"{run.url}/schema")).json()["action"]
         )
-    run.spec = spec = await fetch_action_spec(run.client, run.url, run.timeout_s)
-    hidden = frozenset(set(spec.schema.get("properties") or {}) - set(spec.fields))
+    episode = run.episode
+    spec = episode.spec
     route = None
     if spec.is_mcp:
-        route = "session_rpc" if isinstance(run.client, SessionRpcClient) else "step"
-        run.report.tools = tool_infos(spec)
+        rpc = isinstance(episode.client, SessionRpcClient)
+        route = "session_rpc" if rpc else "step"
+        run.report.tools = spec.tools
     return ActionInfo(
         title=run.raw_action.get("title") or spec.schema.get("title"),
-        mcp=spec.is_mcp,
-        fields=_fields(spec.schema, hidden),
-        raw_field=spec.raw_field,
+        spec=spec,
         schema=run.raw_action or spec.schema,
         mcp_route=route,
     )
 
 
-def type_label(spec: dict[str, Any]) -> str:
-    """A short type name for a JSON-schema property: `string`, `integer | null`,
-    `array[string]`, `one of "a", "b"`, a `$ref` target's name."""
-    if not isinstance(spec, dict) or not spec:
-        return "any"
-    if isinstance(ref := spec.get("$ref"), str):
-        return ref.rsplit("/", 1)[-1]
-    if "const" in spec:
-        return f"const {json.dumps(spec['const'])}"
-    if spec.get("enum"):
-        return "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
-    if options := spec.get("anyOf") or spec.get("oneOf"):
-        return " | ".join(type_label(o) for o in options)
-    kind = spec.get("type")
-    if isinstance(kind, list):
-        return " | ".join(str(k) for k in kind)
-    if kind == "array" and isinstance(spec.get("items"), dict):
-        return f"array[{type_label(spec['items'])}]"
-    return str(kind or "any")
-
-
-def _fields(schema: dict[str, Any], hidden: frozenset[str]) -> tuple[FieldInfo, ...]:
-    required = set(schema.get("required") or ())
-    return tuple(
-        FieldInfo(
-            name=name,
-            type=type_label(prop),
-            required=name in required,
-            description=(prop.get("description") or "")
-            if isinstance(prop, dict)
-            else "",
-        )
-        for name, prop in (schema.get("properties") or {}).items()
-        if name not in hidden
-    )
-
-
-def tool_infos(spec: ActionSpec) -> tuple[ToolInfo, ...]:
-    return tuple(
-        ToolInfo(
-            t.name, t.description, _fields(t.input_schema, frozenset()), t.input_schema
-        )
-        for t in spec.tools or ()
-    )
-
-
 async def play_reset(run: CheckRun) -> ResetPlayed:
-    """reset(**reset) on the rollout's session, and the turn the model gets of it; an
-    MCP env's tools listed again after it, as a rollout does (an env may start its
-    tool server in reset)."""
-    options, report = run.options, run.report
-    await asyncio.to_thread(_check_reset_keys, options, report)
+    """The episode's reset(**reset), and the turn the model gets of it; an MCP env's
+    tools as the episode listed them again after it."""
+    options, report, episode = run.options, run.report, run.episode
     try:
-        run.first = first = await stage_call(
-            "reset", run.client.reset(**options.reset), run.timeout_s, run.client
-        )
-    except StageFailed as e:
+        turn = await episode.reset(options.reset)
+    except EnvFailure as e:
         raise StageFailed(await _explained(run, str(e), False)) from e
-    if refusal := reset_refusal(first.observation or {}, bool(first.done)):
-        raise StageFailed(
-            await _explained(
-                run, f"{refusal}; no episode can be played (a rollout fails here)", True
-            )
-        )
+    _warn_unknown_keys(run)
+    if episode.report.ended_at_reset:
+        raise StageFailed(str(episode.report.error))
+    run.first = first = episode.frame
+    assert first is not None
     await _warn_lacking_credentials(run)
-    if run.spec.is_mcp:
-        run.spec = await relist_tools(run.client, run.url, run.spec, run.timeout_s)
-        report.tools = tool_infos(run.spec)
-        if not run.spec.tools:
+    if episode.spec.is_mcp:
+        report.tools = episode.spec.tools
+        if not episode.spec.tools:
             raise StageFailed(
                 "the MCP env lists no tools after reset: the model could not act "
                 "(every call would be refused as an unknown tool)"
             )
-    opening = await _visible_task(run, first.observation or {})
-    turn = run.turns.opening(opening, run.spec)
-    return ResetPlayed(*played(first, turn), kwargs=options.reset)
+    _warn_hidden_task(run, episode.task)
+    return ResetPlayed(first, turn, kwargs=options.reset)
 
 
 def steps(run: CheckRun) -> bool:
     """Whether the check steps: an `--action` was given and the reset left the
     episode running."""
-    return run.options.action is not None and not run.first.done
+    return run.options.action is not None and not run.episode.report.done
 
 
 async def play_step(run: CheckRun) -> StepPlayed:
-    """One `--action`, parsed like a model reply, stepped; and its turn."""
+    """One `--action`, parsed like a model reply, applied by the episode; and its
+    turn."""
     assert run.options.action is not None
+    episode = run.episode
     try:
-        run.action = action = parse_action(run.options.action, run.spec)
+        run.action = action = parse_action(run.options.action, episode.spec)
     except InvalidAction as e:
         raise StageFailed(f"--action is not a valid action: {e}") from e
-    try:
-        run.stepped = stepped = await stage_call(
-            "step", run.client.step(action), run.timeout_s, run.client
-        )
-    except StageFailed as e:
-        raise StageFailed(await _explained(run, str(e), False)) from e
-    observation = stepped.observation or {}
+    steps_before = episode.report.steps
+    turn = await episode.apply(action)
+    if episode.report.steps == steps_before:  # not stepped, or no answer
+        if episode.report.error is not None:  # explained by the episode already
+            raise StageFailed(episode.report.error)
+        raise StageFailed(f"--action was refused: {episode.refused}")
+    run.stepped = stepped = episode.frame
+    assert stepped is not None
+    observation = stepped.observation
     if said := said_failure(observation):
         raise StageFailed(
             await _explained(run, f"the env's step failed: {said}", False)
@@ -281,8 +218,7 @@ async def play_step(run: CheckRun) -> StepPlayed:
                 run, f"the step's reply names {names}: {shown[:300]}", False
             )
         )
-    turn = run.turns.observation(observation)
-    return StepPlayed(*played(stepped, turn), action=action)
+    return StepPlayed(stepped, turn, action=action)
 
 
 def _lacking(run: CheckRun) -> tuple[EnvVariable, ...]:
@@ -292,17 +228,24 @@ def _lacking(run: CheckRun) -> tuple[EnvVariable, ...]:
     return lacking_variables(env_source_dir(target), passed)
 
 
+def explainer(options: CheckOptions) -> Callable[[str, bool], str]:
+    """A failure's text with what the launch lacks (`env_project.explain_lacking`),
+    as a rollout's failure says it: the check's episode's `explain`."""
+    target = options.target
+
+    def explain(text: str, at_reset: bool) -> str:
+        return explain_lacking(
+            text,
+            at_reset,
+            source_dir=env_source_dir(target),
+            passed=passed_variables(target.provider_kwargs, target.secret_env),
+        )
+
+    return explain
+
+
 async def _explained(run: CheckRun, text: str, at_reset: bool) -> str:
-    """`text` with what the launch lacks (`env_project.explain_lacking`), as a
-    rollout's failure says it."""
-    target = run.options.target
-    return await asyncio.to_thread(
-        explain_lacking,
-        text,
-        at_reset,
-        source_dir=env_source_dir(target),
-        passed=passed_variables(target.provider_kwargs, target.secret_env),
-    )
+    return await asyncio.to_thread(explainer(run.options), text, at_reset)
 
 
 async def _warn_lacking_credentials(run: CheckRun) -> None:
@@ -320,29 +263,20 @@ async def _warn_lacking_credentials(run: CheckRun) -> None:
         )
 
 
-def _check_reset_keys(options: CheckOptions, report: CheckReport) -> None:
+def _warn_unknown_keys(run: CheckRun) -> None:
     """Warn about reset kwargs the env's `reset` does not take (OpenEnv's server drops
     them silently), when the env's source is local and can tell."""
-    source = env_source_dir(options.target)
-    params = read_reset_params(source) if source else None
-    unknown = params.unknown(options.reset) if params else []
-    if params and unknown:
-        report.warnings.append(
-            f"reset kwarg{'s' if len(unknown) > 1 else ''} "
-            + ", ".join(repr(k) for k in unknown)
-            + f" not taken by the env's reset ({params.where}); OpenEnv drops "
-            + ("them" if len(unknown) > 1 else "it")
-            + " without telling the env"
-        )
+    params, unknown = run.episode.reset_params, run.episode.unknown_keys
+    if params is not None and unknown:
+        run.report.warnings.append(params.unknown_note(unknown))
 
 
-async def _visible_task(run: CheckRun, observation: dict[str, Any]) -> dict[str, Any]:
-    """The reset observation as a rollout shows it: when it shows the model nothing,
-    the env's session state (less answer-like fields) instead, with a warning that
-    says so; a failure when the state has nothing to show either (the task would
-    never reach the model)."""
-    if not shows_nothing(observation):
-        return observation
+def _warn_hidden_task(run: CheckRun, task: OpeningTask) -> None:
+    """When the reset observation shows the model nothing, a warning that says so
+    and what the episode showed instead: the env's session state (less answer-like
+    fields), or nothing (the task never reaches the model)."""
+    if task.source == "observation" and not task.shows_nothing:
+        return
     source = env_source_dir(run.options.target)
     core = locked_core_version(source) if source else None
     server = f"its openenv-core {core} server" if core else "the server"
@@ -351,42 +285,21 @@ async def _visible_task(run: CheckRun, observation: dict[str, Any]) -> dict[str,
         "`metadata` (openenv-core 0.2.3 and 0.3.0 servers strip it from /ws replies; "
         "an env that puts its task there loses it on the wire)"
     )
-    try:
-        state = await stage_call("state", run.client.state(), run.timeout_s)
-    except StageFailed as e:
-        state, why = {}, f"{why}; the session's state cannot be read ({e})"
-    shown, hidden = task_from_state(state)
-    if not shown:
+    if task.state_error is not None:
+        why += f"; the session's state cannot be read ({task.state_error})"
+    if task.source == "observation":
         # A warning, not a failure: a tools-only env (echo_env) has no task to show.
         run.report.warnings.append(
             f"{why}, and the session's state has nothing to show either: the task "
             "never reaches the model, only the action format does (an env of yours: "
             "put the task in an observation field)"
         )
-        return observation
+        return
+    hidden = task.hidden
     kept = (
         f"; kept from the model as answer-like: {', '.join(hidden)}" if hidden else ""
     )
     run.report.warnings.append(
         f"{why}; the model is shown the env's session state instead (the `state` "
-        f"message): {', '.join(shown)}{kept}"
+        f"message): {', '.join(task.shown)}{kept}"
     )
-    return {**observation, **shown}
-
-
-async def stage_call(
-    what: str, call: Awaitable[Any], timeout_s: float, client: Any = None
-) -> Any:
-    try:
-        return await asyncio.wait_for(call, timeout_s)
-    except TimeoutError as e:
-        raise StageFailed(f"{what} did not answer within {timeout_s:.0f}s") from e
-    except Exception as e:
-        if code := server_error_code(e):
-            details = server_error_details(client) if client is not None else None
-            extra = f" ({details})" if details else ""
-            raise StageFailed(
-                f"{what} was refused by the server ({code}): "
-                f"{server_error_message(e)}{extra}"
-            ) from e
-        raise StageFailed(f"{what} failed: {describe(e)}") from e

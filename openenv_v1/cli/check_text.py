@@ -8,20 +8,20 @@ from typing import Any
 
 from openenv_v1.cli.check_report import (
     ActionInfo,
-    AppChoice,
+    AppServed,
     CheckReport,
     DockerRun,
-    FieldInfo,
-    ManifestFindings,
-    ModelGets,
     Played,
     SeedCheck,
     Sessions,
     Tasks,
-    ToolInfo,
+    schema_fields,
 )
 from openenv_v1.core.episode.mcp_route import RPC_ROUTE_NOTE
+from openenv_v1.core.episode.schema import Tool
+from openenv_v1.core.episode.turns import Turn
 from openenv_v1.core.episode.view import metadata_shown
+from openenv_v1.core.manifest import Manifest
 
 _WIDTH = 12
 _OBSERVATION_CHARS = 400
@@ -82,37 +82,39 @@ def docker_lines(docker: DockerRun) -> list[str]:
     return lines
 
 
-def _field_line(spec: FieldInfo) -> str:
-    required = " (required)" if spec.required else ""
-    about = f"  {spec.description}" if spec.description else ""
-    return f"{spec.name}: {spec.type}{required}{about}"
+def _field_line(spec: dict[str, Any]) -> str:
+    """One entry of `schema_fields`."""
+    required = " (required)" if spec["required"] else ""
+    about = f"  {spec['description']}" if spec["description"] else ""
+    return f"{spec['name']}: {spec['type']}{required}{about}"
 
 
-def _tool_line(tool: ToolInfo) -> str:
+def _tool_line(tool: Tool) -> str:
     args = ", ".join(
-        f"{a.name}: {a.type}{'' if a.required else '?'}" for a in tool.arguments
+        f"{a['name']}: {a['type']}{'' if a['required'] else '?'}"
+        for a in schema_fields(tool.input_schema)
     )
     about = f"  {tool.description}" if tool.description else ""
     return f"{tool.name}({args}){about}"
 
 
-def model_gets_text(gets: ModelGets) -> str:
+def model_gets_text(turn: Turn) -> str:
     """`1,234 chars of text + 1 image: screen 210x160x3 (image/png, 7,421 bytes)`,
     then what was left out or cut."""
-    images = gets.images
-    text = f"{gets.text_chars:,} chars of text"
+    images = turn.images
+    text = f"{len(turn.text):,} chars of text"
     if images:
         text += f" + {len(images)} image{'s' if len(images) > 1 else ''}: " + ", ".join(
-            f"{i.field} {i.shape} ({i.mime}, {i.bytes:,} bytes)" for i in images
+            f"{i.field} {i.shape_text} ({i.mime}, {len(i.encoded()):,} bytes)"
+            for i in images
         )
-    if omitted := gets.omitted_images:
+    if omitted := turn.omitted:
         text += "\nimages not shown (observation images off): " + ", ".join(
-            f"{i.field} {i.shape}" for i in omitted
+            f"{i.field} {i.shape_text}" for i in omitted
         )
-    if cuts := gets.cuts:
+    if cuts := turn.cuts:
         text += "\ncut to fit the bound: " + ", ".join(
-            f"{c.field} ({c.total_chars - c.shown_chars:,} of {c.total_chars:,} chars)"
-            for c in cuts
+            f"{c.field} ({c.total - c.shown:,} of {c.total:,} chars)" for c in cuts
         )
     return text
 
@@ -121,7 +123,7 @@ def _result_text(result: Played, head: str) -> str:
     outcome = f"reward {result.reward}, done {str(result.done).lower()}"
     observation = result.observation or {}
     text = f"{head} -> {outcome}\nthe model sees: {_clip(result.turn)}"
-    text += f"\nthe model gets: {model_gets_text(result.model_gets)}"
+    text += f"\nthe model gets: {model_gets_text(result.shown)}"
     if (metadata := observation.get("metadata")) and not metadata_shown(observation):
         text += f"\nmetadata (hidden from the model): {_clip(_compact(metadata))}"
     return text
@@ -148,24 +150,24 @@ def _seed_text(seed: SeedCheck) -> str:
     return _SEED_TEXTS[seed.status].format(differences=differences, error=seed.error)
 
 
-def manifest_text(manifest: ManifestFindings) -> str:
+def manifest_text(manifest: Manifest) -> str:
     """What the env's openenv.yaml declares, one line each."""
     lines = [str(manifest.path)]
-    if manifest.reward_range:
-        low, high = manifest.reward_range
+    if manifest.reward.range:
+        low, high = manifest.reward.range
         lines.append(f"reward range [{low}, {high}] (rewards outside are flagged)")
-    resources = dict(manifest.resources)
+    resources = manifest.resources.model_dump(exclude_none=True)
     budget = resources.pop("episode_timeout_s", None)
     if budget is not None:
         lines.append(f"episode budget {budget}s (unless episode_timeout_s is set)")
     if resources:
         shown = ", ".join(f"{k} {v}" for k, v in resources.items())
         lines.append(f"resources {shown} (default container limits)")
-    network = manifest.network
+    network = manifest.network.mode
     if network == "allowlist":
-        network += ": " + ", ".join(manifest.allowed_hosts)
+        network += ": " + ", ".join(manifest.network.allowed_hosts)
     lines.append(f"network {network}")
-    creds = manifest.requires_credentials
+    creds = manifest.execution.requires_credentials
     if creds:
         names = ", ".join(creds) if isinstance(creds, list) else "unnamed"
         lines.append(f"requires credentials ({names}): pass them with forward_env")
@@ -179,7 +181,9 @@ def tasks_text(tasks: Tasks) -> str:
             "no Task API (404/501): a taskset runs its `resets`, by default one "
             "empty reset"
         )
-    splits = ", ".join(f"{s.name} ({s.num_tasks:,} tasks)" for s in tasks.splits)
+    splits = ", ".join(
+        f"{s.name} ({tasks.num_tasks[s.name]:,} tasks)" for s in tasks.splits
+    )
     return (
         f"Task API: {splits}\nwithout `resets` a taskset runs the env's tasks of "
         f"split {tasks.split} (set `split` for another)"
@@ -210,9 +214,10 @@ def _sessions_text(sessions: Sessions) -> str:
     return "not probed (--probe-sessions 0)"
 
 
-def _app_text(app: AppChoice) -> str:
-    shown = [f"{app.app}  ({app.source})"]
-    shown += [f"  not importable: {f.app}: {f.error}" for f in app.failed]
+def _app_text(app: AppServed) -> str:
+    choice = app.choice
+    shown = [f"{choice.app if choice else None}  ({choice.source if choice else None})"]
+    shown += [f"  not importable: {c.app}: {why}" for c, why in app.failed]
     if app.gradio_hidden:
         shown.append("  gradio hidden (the env does not declare it; --web-ui)")
     return "\n".join(shown)
@@ -225,15 +230,15 @@ def _metadata_text(meta: dict[str, Any]) -> str:
 
 
 def _action_text(action: ActionInfo) -> str:
-    if action.mcp:
+    if action.spec.is_mcp:
         shown = f"MCP tool calls (server action {action.title})"
         if action.mcp_route == "session_rpc":
             shown += f"\n  {RPC_ROUTE_NOTE}"
         return shown
     lines = [str(action.title or "(untitled)")]
     lines += [f"  {_field_line(f)}" for f in action.fields]
-    if action.raw_field:
-        lines.append(f"  a reply that is not JSON is taken as `{action.raw_field}`")
+    if raw_field := action.spec.raw_field:
+        lines.append(f"  a reply that is not JSON is taken as `{raw_field}`")
     return "\n".join(lines)
 
 

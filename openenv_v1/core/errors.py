@@ -139,3 +139,13 @@ def server_error_details(client: Any) -> str | None:
 def clear_error_frame(client: Any) -> None:
     with contextlib.suppress(AttributeError):
         delattr(client, _FRAME_ATTR)
+
+
+def server_error_text(exc: BaseException, client: Any) -> str:
+    """The server's message for an error frame, with its detail (a
+    `VALIDATION_ERROR`'s `errors`, `server_error_details`) when the frame had one;
+    the frame is then forgotten (`clear_error_frame`)."""
+    message = server_error_message(exc)
+    details = server_error_details(client)
+    clear_error_frame(client)
+    return f"{message} ({details})" if details else message

@@ -83,13 +83,6 @@ class Manifest(_Lenient):
     network: Network = Network()
     execution: Execution = Execution()
 
-    def reward_outside(self, reward: float | None) -> bool:
-        """Whether `reward` falls outside the declared range (None: unscored, never)."""
-        if reward is None or self.reward.range is None:
-            return False
-        low, high = self.reward.range
-        return not low <= reward <= high
-
     def missing_credentials(
         self, forward_env: Sequence[str], environ: Any = os.environ
     ) -> list[str] | None:

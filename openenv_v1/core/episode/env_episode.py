@@ -23,17 +23,17 @@
   the episode: no model can fix that);
 - after `done`, or after any failure, nothing is stepped again. A failed or timed-out
   call ends the episode; a step is never sent twice to a live session;
-- a session lost after the first model turn (its connection refused, reset or
-  closed: the server, its container or node gone) is resumed by a verified replay
-  (`EpisodeLimits.resume`, on by default): a fresh session, on whatever server the
-  target opens next, is reset with the same kwargs and sent the actions the old one
-  answered, and the episode goes on (the action in flight sent there) only if every
-  answer equals what it saw (`replay.ReplayLog`); else it ends naming where the
-  replay diverged. `MAX_RESUMES` per episode, each recorded in `report.resumes`.
-  The client never reconnects on its own to a fresh session;
+- a session lost after the first model turn is resumed by a verified replay
+  (`EpisodeLimits.resume`, on by default; `resume.Resumer`, the rules there);
 - a reset kwarg the env's `reset` does not take (OpenEnv drops it silently) is logged
   once per key, when the env's source is at hand to tell
   (`env_source.read_reset_params`).
+
+The parts: the reset's frame and the task its turn shows are `reset.py`'s, a step's
+refusal read as an invalid action or the episode's end is `step_errors.py`'s, the
+resume `resume.py`'s; this class applies them in order and keeps the account.
+`check` plays its episode through this class too, and reads what it saw (`frame`,
+`task`, `unknown_keys`, `refused`).
 
 `open_episode` is the episode wing's one call into `core.launch` (an `EnvSession`):
 a shared server lost before the first model turn costs no episode.
@@ -49,13 +49,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
-
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
 
 from openenv_v1.core.episode.action_format import (
     render_action_format,
@@ -77,49 +70,34 @@ from openenv_v1.core.episode.env_source import (
 from openenv_v1.core.episode.frames import Frame, guard_frames, read_frame
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
 from openenv_v1.core.episode.render import ObservationFormat
-from openenv_v1.core.episode.replay import ReplayDiverged, ReplayLog, ResumeFailed
+from openenv_v1.core.episode.replay import ReplayLog
 from openenv_v1.core.episode.report import EpisodeLimits, EpisodeReport, ToolCalls
+from openenv_v1.core.episode.reset import OpeningTask, opening_task, reset_frame
+from openenv_v1.core.episode.resume import Resumer
 from openenv_v1.core.episode.schema import (
     ActionSpec,
     fetch_action_spec,
     relist_tools,
     tools_in,
 )
-from openenv_v1.core.episode.step_errors import env_is_broken, illegal_action
+from openenv_v1.core.episode.step_errors import illegal_action, step_refusal
 from openenv_v1.core.episode.turns import Turn, TurnRenderer
-from openenv_v1.core.episode.view import (
-    reset_refusal,
-    said_failure,
-    shows_nothing,
-    task_from_state,
-    tool_error,
-)
+from openenv_v1.core.episode.view import reset_refusal, said_failure, tool_error
 from openenv_v1.core.errors import (
     EnvFailure,
-    clear_error_frame,
     describe,
     keep_error_frames,
     redact,
     server_error_code,
-    server_error_details,
-    server_error_message,
 )
 from openenv_v1.core.http_client import http_base
-from openenv_v1.core.launch.target import EnvSession, server_lost
+from openenv_v1.core.launch.target import EnvSession
 from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.target import EnvTarget
 
 logger = logging.getLogger(__name__)
-
-MAX_RESUMES = 3
-"""Times one episode resumes by replay after losing its session (`EnvEpisode`)."""
-
-
-def _at_capacity(exc: BaseException) -> bool:
-    return server_error_code(exc) == "CAPACITY_REACHED"
-
 
 # Reset keys already warned about in this process.
 _warned_reset_keys: set[str] = set()
@@ -159,19 +137,21 @@ class EnvEpisode:
         self._reset_at = time.monotonic()
         self.base_url: str | None = None
         """The server's HTTP address, for listing an MCP env's tools again."""
-        self._last_observation: dict[str, Any] = {}
-        self.task_source: Literal["observation", "state"] = "observation"
-        """Where the opening turn's content came from (see `_task_from_state`)."""
-        self.state_hidden: list[str] = []
-        """State fields kept from the model as answer-like, when state was read."""
+        self.frame: Frame | None = None
+        """The last frame the session answered (the reset's, then each step's)."""
+        self.task = OpeningTask({})
+        """What the opening turn shows, and where it came from (`reset.opening_task`)."""
+        self.unknown_keys: list[str] = []
+        """Keys of the reset's kwargs the env's `reset` does not take, when known."""
+        self.refused: str | None = None
+        """Why the last action was not stepped, or was refused, as the model is told."""
         self.start_again: Callable[[BaseException], Awaitable[bool]] | None = None
         """Given a reset's failure: whether the episode moved to a fresh session
         (`open_episode` sets it; `EnvSession.start_again`)."""
         self.move: Callable[[BaseException], Awaitable[None]] | None = None
         """Given the loss of the session mid-episode: give it up and open a fresh
-        one (`open_episode` sets it; `EnvSession.move`); the replay is ours."""
-        self._log: ReplayLog | None = None
-        self._resumes_left = MAX_RESUMES
+        one (`open_episode` sets it; `EnvSession.move`); the replay is `Resumer`'s."""
+        self.resumer = Resumer()
         self.explain: Callable[[str, bool], str] = _as_it_is
         """A failure's text with what the launch lacks, by what the env's own files
         say (`taskset_core.open_and_reset` sets it); its flag is True for a reset
@@ -179,87 +159,47 @@ class EnvEpisode:
         when the text names what lacks). The text comes back unchanged when there
         is nothing to add."""
 
+    @property
+    def task_source(self) -> Literal["observation", "state"]:
+        return self.task.source
+
+    @property
+    def state_hidden(self) -> list[str]:
+        return self.task.hidden
+
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
         """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
         server at capacity retried for up to `capacity_wait_s` first. A shared
         server lost meanwhile (no model turn spent yet) is left for a fresh session
         of another, and the reset sent there (`start_again`)."""
         if self.reset_params is not None:
+            self.unknown_keys = self.reset_params.unknown(kwargs)
             _warn_unknown_keys(self.label, self.reset_params, [kwargs])
         while True:
             started = time.perf_counter()
             try:
-                result = await self._reset_frame(kwargs)
+                self.frame = result = await self.reset_frame(kwargs)
                 break
             except EnvFailure as e:
                 if self.start_again is None or not await self.start_again(e):
                     raise
         self.report.add_reset(result, time.perf_counter() - started)
-        if (
-            refusal := reset_refusal(result.observation or {}, result.done)
-        ) is not None:
+        observation = result.observation or {}
+        if (refusal := reset_refusal(observation, result.done)) is not None:
             return self._ended_at_reset(refusal)
-        self._log = ReplayLog(dict(kwargs))
-        self._log.saw_reset(result)
+        self.resumer.log = ReplayLog(dict(kwargs))
+        self.resumer.log.saw_reset(result)
         self._reset_at = time.monotonic()
-        await self._relist_tools()
-        self._last_observation = result.observation or {}
-        opening = await self._task_from_state(self._last_observation)
-        return self.turns.opening(opening, self.spec, self.native)
+        await self.relist_tools()
+        timeout_s = self.limits.step_timeout_s
+        self.task = await opening_task(self.client, observation, timeout_s)
+        return self.turns.opening(self.task.observation, self.spec, self.native)
 
-    async def _reset_frame(self, kwargs: dict[str, Any]) -> Frame:
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception(_at_capacity),
-                stop=stop_after_delay(self.limits.capacity_wait_s),
-                wait=wait_exponential_jitter(multiplier=0.5, max=5.0),
-                reraise=True,
-            ):
-                with attempt:
-                    result = read_frame(
-                        await asyncio.wait_for(
-                            self.client.reset(**kwargs), self.limits.reset_timeout_s
-                        )
-                    )
-        except TimeoutError as e:
-            raise EnvFailure(
-                f"{self.label}: reset did not answer within {self.limits.reset_timeout_s:.0f}s"
-            ) from e
-        except Exception as e:
-            code = server_error_code(e)
-            if code == "CAPACITY_REACHED":
-                raise EnvFailure(
-                    f"{self.label}: server stayed at capacity for "
-                    f"{self.limits.capacity_wait_s:.0f}s: {server_error_message(e)} "
-                    "(raise the server's session limit or lower concurrency)"
-                ) from e
-            if code is not None:
-                raise EnvFailure(
-                    f"{self.label}: reset({_kwargs_text(kwargs)}) was rejected ({code}): "
-                    f"{self._server_message(e)}"
-                ) from e
-            raise EnvFailure(f"{self.label}: reset failed: {describe(e)}") from e
-        return result
+    async def reset_frame(self, kwargs: dict[str, Any]) -> Frame:
+        """The session's reset frame (`reset.reset_frame`)."""
+        return await reset_frame(self.client, kwargs, self.limits, self.label)
 
-    async def _task_from_state(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """The reset observation, or, when it shows the model nothing (its task was
-        in `metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws`
-        replies), the env's session state less bookkeeping and answer-like fields
-        (`task_from_state`); `task_source` says which was shown."""
-        if not shows_nothing(observation):
-            return observation
-        try:
-            async with asyncio.timeout(self.limits.step_timeout_s):
-                state = await self.client.state()
-        except Exception:
-            return observation  # no state to read: the check says so
-        shown, self.state_hidden = task_from_state(state)
-        if not shown:
-            return observation
-        self.task_source = "state"
-        return {**observation, **shown}
-
-    async def _relist_tools(self) -> None:
+    async def relist_tools(self) -> None:
         """An MCP env's tools as they are after reset: an env may start its tool
         server in `reset` (OpenEnv's agent_world_model_env), so the list read
         before it can be empty or another scenario's."""
@@ -314,7 +254,7 @@ class EnvEpisode:
             action = read_action()
         except InvalidAction as e:
             return self._invalid(str(e))
-        return await self._apply(action)
+        return await self.apply(action)
 
     def no_tool_call(self) -> Turn:
         """Native tool calling: the reminder after a reply that called no tool,
@@ -329,11 +269,12 @@ class EnvEpisode:
             text = render_no_tool_call(left)
         return self.turns.message(text)
 
-    async def _apply(self, action: dict[str, Any]) -> Turn:
-        """`_step_and_turn`, with an error nothing there foresaw ending only this
-        episode, its cause named: raised, it would reach the eval as a raw exception
-        (verifiers 0.4), or make verifiers call the simulator's `respond` again,
-        stepping the env a second time for the same reply (0.2)."""
+    async def apply(self, action: dict[str, Any]) -> Turn:
+        """Step an action already read (a reply's, or `check`'s `--action`), with an
+        error nothing here foresaw ending only this episode, its cause named:
+        raised, it would reach the eval as a raw exception (verifiers 0.4), or make
+        verifiers call the simulator's `respond` again, stepping the env a second
+        time for the same reply (0.2)."""
         try:
             return await self._step_and_turn(action)
         except Exception as e:
@@ -343,101 +284,27 @@ class EnvEpisode:
     async def _step_and_turn(self, action: dict[str, Any]) -> Turn:
         if (stop := self._cannot_step()) is not None:
             return self._failed(stop)
-        if illegal := illegal_action(action, self.spec, self._last_observation):
+        last = (self.frame.observation if self.frame else None) or {}
+        if illegal := illegal_action(action, self.spec, last):
             return self._invalid(illegal)
-        started = time.perf_counter()
+        log, started = self.resumer.log, time.perf_counter()
         try:
-            result = await self._step_resuming(action)
+            self.frame = result = await self.resumer.step(self, action)
         except Exception as e:
-            if (code := server_error_code(e)) is not None and self._log is not None:
-                self._log.saw_refusal(action, code)
-            return await self._refused(e)
+            if (code := server_error_code(e)) is not None and log is not None:
+                log.saw_refusal(action, code)
+            timeout_s = self.limits.step_timeout_s
+            refusal = await step_refusal(e, self.client, timeout_s)
+            if refusal.invalid:
+                return self._invalid(refusal.problem)
+            return self._failed(refusal.problem)
         seconds = time.perf_counter() - started
         self.report.add_step(result, seconds, self.limits.reward_range)
-        if self._log is not None:
-            self._log.saw_step(action, result)
+        if log is not None:
+            log.saw_step(action, result)
         if (lacks := _lacking(result.observation or {}, self.explain)) is not None:
             return self._failed(lacks)
         return self._turn_after(result.observation or {})
-
-    async def _step_resuming(self, action: dict[str, Any]) -> Frame:
-        """`_step`, on a fresh session resumed by replay (`_resume`) whenever the
-        session is found lost: closed before the step is sent, or its connection
-        lost while it is."""
-        while True:
-            if _session_closed(self.client):
-                lost: BaseException = SessionClosed(
-                    "the env server closed the session (it stopped, restarted or "
-                    "dropped the connection)"
-                )
-            else:
-                try:
-                    return await self._step(action)
-                except Exception as e:
-                    if not server_lost(e):
-                        raise
-                    lost = e
-            await self._resume(lost)
-
-    async def _resume(self, lost: BaseException) -> None:
-        """Move to a fresh session and replay the episode there (`_replay`), again
-        while sessions keep being lost, `MAX_RESUMES` times at most. Raises when it
-        cannot: `lost` itself with resume off (the episode ends as it would have),
-        `ReplayDiverged`, or an `EnvFailure` naming why."""
-        if not self.limits.resume or self.move is None or self._log is None:
-            if isinstance(lost, SessionClosed):
-                raise SessionClosed(
-                    f"{lost}; not reconnecting to a fresh env mid-episode"
-                ) from None
-            raise lost
-        first = describe(lost)
-        while True:
-            if not self._resumes_left:
-                raise ResumeFailed(
-                    f"the env server was lost ({first}), and resuming on a fresh "
-                    f"session failed {MAX_RESUMES} times; the last: {describe(lost)}"
-                ) from lost
-            self._resumes_left -= 1
-            started = time.perf_counter()
-            try:
-                await self.move(lost)
-                replayed = await self._replay(self._log)
-            except ReplayDiverged as e:
-                raise ReplayDiverged(
-                    f"the env server was lost after {self.report.steps} steps "
-                    f"({first}), and {e}"
-                ) from None
-            except Exception as e:
-                if not server_lost(e):
-                    raise ResumeFailed(
-                        f"the env server was lost ({first}), and resuming on a "
-                        f"fresh session failed: {describe(e)}"
-                    ) from e
-                lost = e
-                continue
-            self.report.add_resume(
-                replayed, time.perf_counter() - started, self.base_url
-            )
-            logger.info(
-                "%s: resumed on %s after %d steps", self.label, self.base_url, replayed
-            )
-            return
-
-    async def _replay(self, log: ReplayLog) -> int:
-        """Reset the fresh session with the episode's kwargs and send it the answered
-        actions again, checking each answer against the log; the steps replayed."""
-        log.check(0, await self._reset_frame(log.reset_kwargs))
-        await self._relist_tools()
-        for index, exchange in enumerate(log.steps, 1):
-            try:
-                answer: Frame | str = await self._step(exchange.action)
-            except Exception as e:
-                if (code := server_error_code(e)) is None:
-                    raise
-                clear_error_frame(self.client)
-                answer = code
-            log.check(index, answer)
-        return len(log.steps)
 
     def _cannot_step(self) -> str | None:
         """Why no step may be sent: the episode's budget is spent."""
@@ -449,34 +316,10 @@ class EnvEpisode:
             )
         return None
 
-    async def _refused(self, e: Exception) -> Turn:
-        """The turn after a step that raised: the server's refusal of the action is
-        an invalid action (`VALIDATION_ERROR`, or an `EXECUTION_ERROR` the session
-        `_survives`); anything else ends the episode."""
-        if isinstance(e, TimeoutError):
-            return self._failed(
-                f"step did not answer within {self.limits.step_timeout_s:.0f}s"
-            )
-        if isinstance(e, ResumeFailed | SessionClosed):
-            return self._failed(str(e))
-        code = server_error_code(e)
-        if code == "VALIDATION_ERROR":
-            return self._invalid(f"the server rejected it: {self._server_message(e)}")
-        if code == "EXECUTION_ERROR" and await self._survives(e):
-            return self._invalid(
-                f"the environment refused it: {server_error_message(e)}"
-            )
-        if code is not None:
-            return self._failed(
-                f"step failed on the server ({code}): {server_error_message(e)}"
-            )
-        return self._failed(f"step failed: {describe(e)}")
-
     def _turn_after(self, observation: dict[str, Any]) -> Turn:
         """The turn after an answered step; a failed MCP tool call also counts as
         an invalid action."""
         report = self.report
-        self._last_observation = observation
         tools_note = self._take_new_tools(observation)
         if tool_error(observation) is None:
             report.invalid_streak = 0
@@ -495,29 +338,6 @@ class EnvEpisode:
         turn.failed = True
         return turn
 
-    def _server_message(self, exc: BaseException) -> str:
-        """The server's message for an error frame, with its detail (a
-        `VALIDATION_ERROR`'s `errors`) when the frame had one."""
-        message = server_error_message(exc)
-        details = server_error_details(self.client)
-        clear_error_frame(self.client)
-        return f"{message} ({details})" if details else message
-
-    async def _survives(self, exc: BaseException) -> bool:
-        """Whether an `EXECUTION_ERROR` on a step is the model's to fix: the env's
-        code is not plainly broken (`env_is_broken`) and the session still answers
-        (a `state` message). OpenSpiel raises on an occupied cell; a step that
-        returns the wrong type is the env's bug."""
-        if env_is_broken(server_error_message(exc)) or _session_closed(self.client):
-            return False
-        try:
-            async with asyncio.timeout(self.limits.step_timeout_s):
-                await self.client.state()
-        except Exception as e:
-            # An env whose `state` raises still answered: the session is alive.
-            return server_error_code(e) is not None
-        return True
-
     def _take_new_tools(self, observation: dict[str, Any]) -> str:
         """When a step reports tools (a `tools` list, as a `list_tools` step
         answers), they replace the known ones; a change is told to the model (the
@@ -530,7 +350,7 @@ class EnvEpisode:
             return ""
         return "\n\nThe tools changed.\n" + render_action_format(self.spec)
 
-    async def _step(self, action: dict[str, Any]) -> Frame:
+    async def send(self, action: dict[str, Any]) -> Frame:
         """`client.step` within `step_timeout_s`, its result validated
         (`read_frame`). The client bounds every message by its own timeout already,
         so a second timer is armed only when that one is longer (a timer per step
@@ -541,6 +361,7 @@ class EnvEpisode:
             return read_frame(await self.client.step(action))
 
     def _invalid(self, problem: str) -> Turn:
+        self.refused = problem
         report = self.report
         left = report.count_invalid(self.limits.max_invalid_actions)
         if left == 0:
@@ -579,10 +400,6 @@ class EnvEpisode:
         return turn
 
 
-class SessionClosed(ConnectionError):
-    """The server closed the episode's session between two calls."""
-
-
 def _as_it_is(text: str, at_reset: bool) -> str:
     return text
 
@@ -598,21 +415,6 @@ def _lacking(
     if said is None or explain(said, False) == said:
         return None
     return f"the step failed on what the env lacks: {said}"
-
-
-def _session_closed(client: Any) -> bool:
-    """Whether the server closed the client's WebSocket since the last call. OpenEnv's
-    client would reconnect on the next call, to a new session with a fresh env. (Reads
-    the client's socket attribute; a client without one is assumed connected.)"""
-    if not hasattr(client, "_ws"):
-        return False
-    ws = client._ws
-    state = getattr(getattr(ws, "state", None), "name", "")
-    return ws is None or state in ("CLOSING", "CLOSED")
-
-
-def _kwargs_text(kwargs: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
 def episode_client(client: Any, target: EnvTarget) -> Any:
@@ -633,6 +435,8 @@ async def open_episode(
     observation_images: bool = True,
     max_observation_chars: int = 8_000,
     tool_calls: ToolCalls = "text",
+    on_launch: Callable[[Any], None] | None = None,
+    on_connect: Callable[[str], Awaitable[None]] | None = None,
 ) -> EnvEpisode:
     """Launch or connect (closed by `stack`) and read the action contract; the episode
     is ready for `reset`, its client wrapped by `episode_client`, its failure texts
@@ -640,9 +444,12 @@ async def open_episode(
     before the first model turn (the contract read here, or the reset) is left for a
     fresh session on another (`EnvSession.start_again`), a few times at most; a
     session lost later moves to a fresh one (`EnvSession.move`), where the episode
-    resumes by replay."""
+    resumes by replay. `on_launch` is given the launcher of a launch of the
+    episode's own (`open_env`); `on_connect` is awaited with the server's HTTP base
+    once its first session is open, before the contract is read (`check` reads
+    what else the server serves there)."""
     source = env_source_dir(target)
-    session = EnvSession(target, stack)
+    session = EnvSession(target, stack, on_launch=on_launch)
     connect = functools.partial(_open_contract, target, session, limits.step_timeout_s)
 
     async def start_again(exc: BaseException) -> bool:
@@ -655,7 +462,7 @@ async def open_episode(
         await session.move(exc)
         episode.client, episode.base_url, episode.spec = await connect()
 
-    client, base_url, spec = await connect()
+    client, base_url, spec = await connect(on_connect)
     params = await asyncio.to_thread(read_reset_params, source) if source else None
     episode = EnvEpisode(
         client,
@@ -677,14 +484,20 @@ async def open_episode(
 
 
 async def _open_contract(
-    target: EnvTarget, session: EnvSession, timeout_s: float
+    target: EnvTarget,
+    session: EnvSession,
+    timeout_s: float,
+    on_connect: Callable[[str], Awaitable[None]] | None = None,
 ) -> tuple[Any, str, ActionSpec]:
     """The connected client (`episode_client`), its HTTP base and its action
-    contract; a contract read that loses its shared server is tried again on a
-    fresh `session`."""
+    contract (`on_connect` awaited between the two); a contract read that loses its
+    shared server is tried again on a fresh `session`."""
     while True:
         client = episode_client(await session.open(), target)
         base_url = http_base(client.base_url or target.label)
+        if on_connect is not None:
+            await on_connect(base_url)
+            on_connect = None
         try:
             return (
                 client,
@@ -720,11 +533,4 @@ def _warn_unknown_keys(
             continue
         _warned_reset_keys.add(key)
         share = f" (in {count} of {len(resets)} resets)" if len(resets) > 1 else ""
-        logger.warning(
-            "%s: reset kwarg %r%s is not a parameter of the env's reset (%s); "
-            "OpenEnv drops it without telling the env",
-            label,
-            key,
-            share,
-            params.where,
-        )
+        logger.warning("%s: %s", label, params.unknown_note([key], share))

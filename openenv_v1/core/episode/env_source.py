@@ -41,6 +41,17 @@ class ResetParams:
         """Keys of `kwargs` the server drops before calling `reset`."""
         return [] if self.any_keyword else [k for k in kwargs if k not in self.names]
 
+    def unknown_note(self, keys: list[str], share: str = "") -> str:
+        """What is said of `keys` the env's `reset` does not take (`share`: how many
+        resets had them): the episode's log line and `check`'s warning."""
+        many = len(keys) > 1
+        return (
+            f"reset kwarg{'s' if many else ''} {', '.join(repr(k) for k in keys)}"
+            f"{share} {'are not parameters' if many else 'is not a parameter'} of "
+            f"the env's reset ({self.where}); OpenEnv drops "
+            f"{'them' if many else 'it'} without telling the env"
+        )
+
 
 def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
     """The reset parameters of the env classes under `source_dir`: subclasses of

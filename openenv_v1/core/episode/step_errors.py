@@ -7,7 +7,12 @@ code (`'StepResult' object has no attribute 'model_dump'`) arrive alike. The mes
 is all there is to tell them apart: `env_is_broken` knows the phrasings of Python's
 own errors (attribute, name, type, import errors), which no env raises on purpose
 for a bad action; anything else, on a session that still answers, is the model's
-invalid action (`EnvEpisode._survives`).
+invalid action (`survives`).
+
+`step_refusal` is the one reading of a step that raised: the server's refusal of the
+action (`VALIDATION_ERROR`, or an `EXECUTION_ERROR` the session survives) is the
+model's invalid action; a timeout, a lost session that could not be resumed, or any
+other error ends the episode.
 
 Where the observation lists the legal actions (`legal_actions`, as OpenSpiel, Atari
 and the board games do) and the action names one by its only required integer
@@ -16,10 +21,20 @@ field, `illegal_action` checks it before stepping, so an illegal move costs no s
 
 from __future__ import annotations
 
+import asyncio
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from openenv_v1.core.episode.replay import ResumeFailed
+from openenv_v1.core.episode.resume import SessionClosed, session_closed
 from openenv_v1.core.episode.schema import ActionSpec
+from openenv_v1.core.errors import (
+    describe,
+    server_error_code,
+    server_error_message,
+    server_error_text,
+)
 
 _PYTHON_ERRORS = re.compile(
     r"object has no attribute"
@@ -76,3 +91,49 @@ def illegal_action(
             more = f", ... ({len(legal)} in all)" if len(legal) > 50 else ""
             return f"{name}={value!r} is not one of the observation's {key} [{shown}{more}]"
     return None
+
+
+@dataclass(frozen=True)
+class StepRefusal:
+    """A step that raised: the model's `invalid` action (told `problem`), or the
+    end of the episode (`problem` its cause)."""
+
+    invalid: bool
+    problem: str
+
+
+async def step_refusal(e: Exception, client: Any, timeout_s: float) -> StepRefusal:
+    """What a step that raised `e` means: the server's refusal of the action is an
+    invalid action (`VALIDATION_ERROR`, or an `EXECUTION_ERROR` the session
+    `survives`); anything else ends the episode."""
+    if isinstance(e, TimeoutError):
+        return StepRefusal(False, f"step did not answer within {timeout_s:.0f}s")
+    if isinstance(e, ResumeFailed | SessionClosed):
+        return StepRefusal(False, str(e))
+    code = server_error_code(e)
+    if code == "VALIDATION_ERROR":
+        text = server_error_text(e, client)
+        return StepRefusal(True, f"the server rejected it: {text}")
+    if code == "EXECUTION_ERROR" and await survives(e, client, timeout_s):
+        text = server_error_message(e)
+        return StepRefusal(True, f"the environment refused it: {text}")
+    if code is not None:
+        text = f"step failed on the server ({code}): {server_error_message(e)}"
+        return StepRefusal(False, text)
+    return StepRefusal(False, f"step failed: {describe(e)}")
+
+
+async def survives(exc: BaseException, client: Any, timeout_s: float) -> bool:
+    """Whether an `EXECUTION_ERROR` on a step is the model's to fix: the env's code
+    is not plainly broken (`env_is_broken`) and the session still answers (a `state`
+    message). OpenSpiel raises on an occupied cell; a step that returns the wrong
+    type is the env's bug."""
+    if env_is_broken(server_error_message(exc)) or session_closed(client):
+        return False
+    try:
+        async with asyncio.timeout(timeout_s):
+            await client.state()
+    except Exception as e:
+        # An env whose `state` raises still answered: the session is alive.
+        return server_error_code(e) is not None
+    return True

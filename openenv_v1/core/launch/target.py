@@ -198,8 +198,16 @@ class EnvSession:
     A lost session's lease goes back as lost, which takes its server out of the
     pool."""
 
-    def __init__(self, target: EnvTarget, stack: contextlib.AsyncExitStack) -> None:
+    def __init__(
+        self,
+        target: EnvTarget,
+        stack: contextlib.AsyncExitStack,
+        *,
+        on_launch: Callable[[Launcher], None] | None = None,
+    ) -> None:
         self.target = target
+        self._on_launch = on_launch
+        """Passed to `open_env`: given the launcher of a launch of its own."""
         self._stack = stack
         self._session: contextlib.AsyncExitStack | None = None
         self._held = Held()
@@ -216,7 +224,9 @@ class EnvSession:
         self._held = Held()
         if self.leased:
             return await _open_leased(self.target, self._session, self._held)
-        return await open_env(self.target, self._session)
+        if self._on_launch is None:
+            return await open_env(self.target, self._session)
+        return await open_env(self.target, self._session, on_launch=self._on_launch)
 
     async def start_again(self, exc: BaseException) -> bool:
         if (
