@@ -121,6 +121,7 @@ def read_traces(path: Path) -> list[dict[str, Any]]:
 
 
 def eval_command(
+    line: str,
     env_url: str | None,
     policy_url: str,
     episodes: int,
@@ -129,42 +130,24 @@ def eval_command(
     tool_calls: str = "text",
     taskset: str = TASKSET,
 ) -> list[str]:
-    """verifiers 0.2: the eval of the Wordle env at `env_url` (seeds
-    0..episodes-1, one rollout each), or with `env_url` None of `taskset` by its own
-    settings, as a user would type it."""
-    native = ["--taskset.tool-calls", "native"] if tool_calls == "native" else []
+    """The eval of the Wordle env at `env_url` (seeds 0..episodes-1, one rollout
+    each), or with `env_url` None of `taskset` by its own settings, as a user would
+    type it on verifiers `line`: `eval` on vf02, `vf-eval` on vf04, its outputs in
+    `output_dir`."""
+    prefix = "--env.taskset." if line == "vf04" else "--taskset."
+    native = [f"{prefix}tool-calls", "native"] if tool_calls == "native" else []
+    if line == "vf04":
+        command = "vf-eval"
+        output = ["-o", str(output_dir.parent), "--run.dir", output_dir.name]
+    else:
+        command, output = "eval", ["-o", str(output_dir)]
     return [
-        str(Path(sys.executable).parent / "eval"),
+        str(Path(sys.executable).parent / command),
         taskset,
-        *_env_flags("--taskset.", env_url, episodes),
+        *_env_flags(prefix, env_url, episodes),
         *native,
         *_run_flags(episodes, concurrency, policy_url),
-        "-o",
-        str(output_dir),
-    ]
-
-
-def vf_eval_command(
-    env_url: str | None,
-    policy_url: str,
-    episodes: int,
-    concurrency: int,
-    output_dir: Path,
-    tool_calls: str = "text",
-    taskset: str = TASKSET,
-) -> list[str]:
-    """verifiers 0.4: `eval_command`'s eval, with `vf-eval`."""
-    native = ["--env.taskset.tool-calls", "native"] if tool_calls == "native" else []
-    return [
-        str(Path(sys.executable).parent / "vf-eval"),
-        taskset,
-        *_env_flags("--env.taskset.", env_url, episodes),
-        *native,
-        *_run_flags(episodes, concurrency, policy_url),
-        "-o",
-        str(output_dir.parent),
-        "--run.dir",
-        output_dir.name,
+        *output,
     ]
 
 
@@ -259,8 +242,9 @@ def run_demo(args: argparse.Namespace) -> int:
             with _signals_interrupt():
                 env_url, policy_url = _start_servers(args, logs, owned)
                 flags = (args.episodes, args.concurrency, output_dir, args.tool_calls)
-                build = vf_eval_command if line == "vf04" else eval_command
-                command = build(env_url, policy_url, *flags, taskset=taskset)
+                command = eval_command(
+                    line, env_url, policy_url, *flags, taskset=taskset
+                )
                 shown = [Path(command[0]).name, *command[1:]]
                 _say(f"{KEY_VAR}=local {shlex.join(shown)}")
                 eval_started = time.monotonic()
