@@ -35,11 +35,18 @@ ACTION = '{"code": "print(6 * 7)"}'
 
 @pytest.fixture
 def check_env(real_docker, tmp_path):
-    """A copy of the code env whose image no other test uses; removed at the end."""
+    """A copy of the code env whose image no other test uses; its images removed
+    before (one a killed run left, tagged by the same folder hash, would be reused)
+    and at the end."""
     folder = tmp_path / "check_env"
     shutil.copytree(CODE_ENV, folder)
     (folder / "CHECK").write_text(f"built for {__name__}\n")
+    remove_check_env_images()
     yield folder
+    remove_check_env_images()
+
+
+def remove_check_env_images() -> None:
     images = docker_engine.docker(
         "images", "-q", "--filter", "reference=openenv-v1/check_env", check=False
     )
