@@ -49,6 +49,11 @@ def step_timeout(spec: EnvSpec, args: argparse.Namespace) -> float:
     return max(args.step_timeout, spec.step_timeout or 0.0)
 
 
+def call(tool: str, **arguments: Any) -> str:
+    """An MCP env's tool call as a model would write it."""
+    return j({"tool_name": tool, "arguments": arguments})
+
+
 def moves(field_name: str, values: list[Any]) -> list[str]:
     return [j({field_name: v}) for v in values]
 
@@ -188,6 +193,35 @@ ENVS: dict[str, EnvSpec] = {
         script=[j({"actions": [0.5]}), j({"actions": [-0.5]})],
         max_turns=3,
         note="the built-in sample data (no FINRL_CONFIG_PATH)",
+    ),
+    # --- E2B sandboxes (huggingface/OpenEnv, new since 685de41): each reads
+    # E2B_API_KEY; without it the reset ends the episode, which `check` fails. ---
+    "coding_tools_env": EnvSpec(
+        action=call("bash", command="echo hi"),
+        script=[call("bash", command="echo hi"), call("submit_solution")],
+        max_turns=3,
+    ),
+    "jupyter_env": EnvSpec(
+        action=call("add_and_execute_code_cell", code="print(6 * 7)"),
+        script=[call("add_and_execute_code_cell", code="print(6 * 7)")],
+        max_turns=2,
+    ),
+    "terminus_env": EnvSpec(
+        action=call("terminal", command="echo hi"),
+        script=[
+            call("terminal", command="echo hi"),
+            call("terminal", final_answer="hi"),
+        ],
+        max_turns=3,
+    ),
+    "opencode_env": EnvSpec(
+        action=call(
+            "run_rollout",
+            base_url="http://127.0.0.1:9/v1",
+            api_key="none",
+            model="none",
+            instruction="Write hello.txt containing hi.",
+        ),
     ),
     # --- known not to run offline here ---
     "openspiel_env": EnvSpec(

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from compatibility import recipes
 from compatibility.commands import LINE, eval_command, read_traces
 from compatibility.env_table import ENVS
@@ -135,3 +137,45 @@ def test_docker_skips_say_why_and_are_not_run(tmp_path):
     row = out.stdout.splitlines()[-1]
     assert row.startswith("| openspiel_env | skipped | skipped | in Docker: ")
     assert "openenv-openspiel-base" in row
+
+
+def _openenv_tree(root: Path, dependency: str) -> Path:
+    """A minimal OpenEnv checkout: its package files and one env naming `dependency`."""
+    (root / "src" / "openenv").mkdir(parents=True)
+    (root / "src" / "openenv" / "__init__.py").write_text("")
+    (root / "pyproject.toml").write_text('[project]\nname = "openenv"\n')
+    env = root / "envs" / "dm_control_env"
+    env.mkdir(parents=True)
+    (env / "pyproject.toml").write_text(
+        f'[project]\nname = "x"\ndependencies = [\n    "{dependency}",\n]\n'
+    )
+    return env
+
+
+def test_dm_control_takes_the_git_url_its_own_pyproject_names(tmp_path, monkeypatch):
+    """The redirect is for the URL the env's checkout names: huggingface/OpenEnv
+    today, meta-pytorch/OpenEnv at 685de41; each tree gets a git repo of its own."""
+    monkeypatch.setenv("OPENENV_V1_CACHE_DIR", str(tmp_path / "cache"))
+    repos = []
+    for owner, name in (
+        ("huggingface", "openenv[core]"),
+        ("meta-pytorch", "openenv-core[core]"),
+    ):
+        url = f"https://github.com/{owner}/OpenEnv.git"
+        env = _openenv_tree(tmp_path / owner, f"{name} @ git+{url}")
+        (tmp_path / owner / "src" / "openenv" / f"{owner}.py").write_text("")
+        with recipes.prepared("dm_control_env", env) as ready:
+            assert ready.environ["GIT_CONFIG_VALUE_0"] == url
+            key = ready.environ["GIT_CONFIG_KEY_0"]
+            repo = Path(key.removeprefix("url.file://").removesuffix(".insteadOf"))
+            assert (repo / "src" / "openenv" / f"{owner}.py").is_file()
+            repos.append(repo)
+    assert repos[0] != repos[1]
+
+
+def test_dm_control_without_a_git_dependency_says_which_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENENV_V1_CACHE_DIR", str(tmp_path / "cache"))
+    env = _openenv_tree(tmp_path, "openenv[core]>=0.2.2")
+    with pytest.raises(RuntimeError, match=r"pyproject\.toml names no git\+https"):
+        with recipes.prepared("dm_control_env", env):
+            pass
