@@ -10,6 +10,16 @@ __all__ = ["classify"]
 
 # Failure text -> whose it is. First match wins; "env's own" means the env would fail
 # the same way under OpenEnv's own client (a missing download, key, binary, a bug).
+# Known faults of this adapter, named so that a run does not read them as "adapter?".
+ADAPTER_BUGS = [
+    (
+        r"'str' object has no attribute 'flag'",
+        "adapter bug (openenv_v1 calls render_settings with a surface's old name, "
+        "a string, since merge a9ccc0f)",
+    ),
+]
+
+
 ENV_NEEDS = [
     (
         r"needs Python|python-build-standalone",
@@ -35,6 +45,7 @@ ENV_NEEDS = [
         "env's own need (network)",
     ),
     (r"huggingface|hf_hub|HF_TOKEN", "env's own need (Hugging Face)"),
+    (r"E2B_API_KEY", "env's own need (an E2B sandbox: E2B_API_KEY)"),
     (r"API_KEY|api key", "env's own need (an API key)"),
     (
         r"ended the episode at its reset|the env's reset failed",
@@ -54,7 +65,7 @@ ENV_NEEDS = [
 
 
 def classify(error: str) -> str:
-    for pattern, owner in ENV_NEEDS:
+    for pattern, owner in ADAPTER_BUGS + ENV_NEEDS:
         if re.search(pattern, error):
             return owner
     return "adapter?"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compatibility import recipes
+from compatibility.causes import classify
 from compatibility.commands import LINE, eval_command, read_traces
 from compatibility.env_table import ENVS
 from compatibility.report import Result, reward_of, table
@@ -179,3 +180,15 @@ def test_dm_control_without_a_git_dependency_says_which_file(tmp_path, monkeypat
     with pytest.raises(RuntimeError, match=r"pyproject\.toml names no git\+https"):
         with recipes.prepared("dm_control_env", env):
             pass
+
+
+def test_classify_names_whose_a_failure_is():
+    e2b = (
+        "the env ended the episode at its reset (`done: true` before any step); ... "
+        "forward it by name with `--forward-env` (E2B_API_KEY)"
+    )
+    assert classify(e2b) == "env's own need (an E2B sandbox: E2B_API_KEY)"
+    assert classify("SERPER_API_KEY is not set") == "env's own need (an API key)"
+    bug = classify("AttributeError: 'str' object has no attribute 'flag'")
+    assert bug.startswith("adapter bug (")
+    assert classify("KeyError: 'observation'") == "adapter?"
