@@ -26,7 +26,7 @@ ENV_NEEDS = [
         "env's own need (a Python uv cannot find)",
     ),
     (
-        r"git\+https|Failed to clone|failed to fetch.*github",
+        r"git\+https|Failed to clone|failed to fetch.*github|pins openenv at commit",
         "env's own need (a git dependency)",
     ),
     (

@@ -22,10 +22,14 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   Face. Its tools exist only once `reset` has started the scenario's service.
 - dm_control_env: its `openenv[core] @ git+https://github.com/huggingface/OpenEnv.git`
   (`openenv-core @ git+https://github.com/meta-pytorch/OpenEnv.git` before the move)
-  taken from a local git repo of the OpenEnv tree the env is in, by environment
-  variables only (`GIT_CONFIG_COUNT=1`, `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`,
-  `GIT_CONFIG_VALUE_0=<that URL>`); `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco
-  4.0.0 breaks dm_control 1.0.50); `MUJOCO_GL=disable`.
+  taken from a local git repo, by environment variables only (`GIT_CONFIG_COUNT=1`,
+  `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`, `GIT_CONFIG_VALUE_0=<that URL>`).
+  Where its `uv.lock` pins a commit (385de5eb pins 2ef91f62), REPO is a clone that
+  has it: `$OPENENV_GIT_REPO`, else the OpenEnv tree the env is in, if it is a git
+  clone with that commit; with neither, the error says so. Without a lock (685de41),
+  REPO is the tree's package files committed afresh, and
+  `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco 4.0.0 breaks dm_control 1.0.50).
+  `MUJOCO_GL=disable`.
 - browsergym_env: Debian's `chromium` (installed here with `apt-get update` and
   `apt-get install -y chromium` when it is missing and this is root; else an error
   naming that command), found by Playwright 1.44 through a browsers folder in its own layout
@@ -49,15 +53,14 @@ The folders made are kept under `$OPENENV_V1_CACHE_DIR/compat` (else
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from compatibility.recipe_openenv_git import local_openenv_repo, openenv_git_url
 from compatibility.recipe_parts import (
     DEBIAN_CHROMIUM,
     Prepared,
@@ -73,7 +76,7 @@ from compatibility.recipe_parts import (
 )
 from compatibility.recipe_specs import DATA, SPECS
 
-__all__ = ["DATA", "SPECS", "Prepared", "prepared"]
+__all__ = ["DATA", "SPECS", "Prepared", "RecipeFailed", "prepared"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -128,69 +131,22 @@ def _tbench2(env_dir: Path, docker: bool) -> Prepared:
     )
 
 
-# The repository OpenEnv's envs take openenv from when they name it by git URL: it
-# moved from meta-pytorch/OpenEnv to huggingface/OpenEnv; older checkouts name the
-# first.
-OPENENV_GIT_URL = re.compile(r"git\+(https://github\.com/[\w.-]+/OpenEnv\.git)")
-
-
-# mujoco 4.0.0 (later) breaks dm_control 1.0.50.
+# mujoco 4.0.0 (later) breaks dm_control 1.0.50: for a tree whose dm_control_env has
+# no uv.lock (685de41); one with a lock (385de5eb: mujoco 3.8.0) keeps its pins.
 DM_CONTROL_EXCLUDE_NEWER = "2026-11-01T00:00:00Z"
-
-
-def openenv_git_url(env_dir: Path) -> str:
-    """The OpenEnv git URL the env's `pyproject.toml` depends on (the one its
-    checkout's repository had then), for git to take from a local repo instead."""
-    found = OPENENV_GIT_URL.search((env_dir / "pyproject.toml").read_text())
-    if found is None:
-        raise RuntimeError(
-            f"{env_dir / 'pyproject.toml'} names no git+https://github.com/"
-            "<owner>/OpenEnv.git dependency to take from the local tree"
-        )
-    return found.group(1)
-
-
-def _openenv_repo(tree: Path) -> Path:
-    """A git repo of `tree`'s package files, committed afresh (a checkout may lack
-    objects of its own history); one per tree content, so a newer checkout gets its
-    own."""
-    digest = hashlib.sha256((tree / "pyproject.toml").read_bytes())
-    for path in sorted((tree / "src").rglob("*.py")):
-        digest.update(f"{path.relative_to(tree)}:{path.stat().st_size}".encode())
-    repo = cache_dir() / f"openenv-git-{digest.hexdigest()[:12]}"
-    if (repo / ".git").is_dir():
-        return repo
-    repo.mkdir(parents=True, exist_ok=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
-        if (tree / name).is_file():
-            shutil.copy2(tree / name, repo / name)
-    shutil.copytree(tree / "src", repo / "src", dirs_exist_ok=True)
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    env |= {"GIT_AUTHOR_NAME": "compat", "GIT_AUTHOR_EMAIL": "compat@local"}
-    env |= {"GIT_COMMITTER_NAME": "compat", "GIT_COMMITTER_EMAIL": "compat@local"}
-    for cmd in (
-        ["git", "init", "-q", "-b", "main"],
-        ["git", "add", "-A"],
-        ["git", "commit", "-q", "-m", "OpenEnv tree for dm_control_env"],
-    ):
-        subprocess.run(cmd, cwd=repo, env=env, check=True)
-    return repo
 
 
 def _dm_control(env_dir: Path, docker: bool) -> Prepared:
     """dm_control_env depends on `openenv[core] @ git+https://github.com/...`
     (`openenv-core` before the move): git is told (environment variables only) to
-    take that URL from a local git repo of the OpenEnv tree the env folder is in."""
-    tree = env_dir.resolve().parent.parent
-    if not (tree / "src" / "openenv").is_dir():
-        raise RuntimeError(f"{env_dir} is not in an OpenEnv checkout (no src/openenv)")
-    repo = _openenv_repo(tree)
+    take that URL from a local git repo (`recipe_openenv_git.local_openenv_repo`)."""
     redirect = {
         "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": f"url.file://{repo}.insteadOf",
+        "GIT_CONFIG_KEY_0": f"url.file://{local_openenv_repo(env_dir)}.insteadOf",
         "GIT_CONFIG_VALUE_0": openenv_git_url(env_dir),
-        "UV_EXCLUDE_NEWER": DM_CONTROL_EXCLUDE_NEWER,
     }
+    if not (env_dir / "uv.lock").is_file():
+        redirect["UV_EXCLUDE_NEWER"] = DM_CONTROL_EXCLUDE_NEWER
     return Prepared(env_vars=dict(redirect), environ=dict(redirect))
 
 
@@ -272,17 +228,25 @@ _PREPARE = {
 }
 
 
+class RecipeFailed(Exception):
+    """What an env needs could not be made here; the message says what and why."""
+
+
 @contextlib.contextmanager
 def prepared(env: str, env_dir: Path, docker: bool = False) -> Iterator[Prepared]:
     """What `env` needs for its runs (in a container built from its Dockerfile when
-    `docker`); stand-in servers it starts stop on exit."""
+    `docker`); stand-in servers it starts stop on exit. A preparation that fails
+    (its error, a stand-in that does not come up) is `RecipeFailed`, raised before
+    the body runs."""
     prepare = _PREPARE.get(env)
     if prepare is None:
         yield Prepared()
         return
-    result = prepare(env_dir, docker)
-    if isinstance(result, contextlib.AbstractContextManager):
-        with result as ready:
-            yield ready
-    else:
+    with contextlib.ExitStack() as stack:
+        try:
+            result = prepare(env_dir, docker)
+            if isinstance(result, contextlib.AbstractContextManager):
+                result = stack.enter_context(result)
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+            raise RecipeFailed(f"{type(e).__name__}: {e}") from e
         yield result
