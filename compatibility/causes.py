@@ -38,7 +38,10 @@ ENV_NEEDS = [
         r"has no attribute 'model_dump'",
         "env's own bug (step returns a non-Observation)",
     ),
-    (r"rejected WebSocket connection: HTTP 403", "env's own (no OpenEnv /ws endpoint)"),
+    (
+        r"rejected WebSocket connection: HTTP 403|it speaks only HTTP",
+        "env's own (no OpenEnv /ws endpoint)",
+    ),
     (r"/schema: HTTPStatusError: Server error", "env's own bug (/schema answers 500)"),
     (
         r"dns error|Name or service not known|Temporary failure in name resolution",

@@ -197,6 +197,8 @@ def test_classify_names_whose_a_failure_is():
     assert classify("SERPER_API_KEY is not set") == "env's own need (an API key)"
     bug = classify("AttributeError: 'str' object has no attribute 'flag'")
     assert bug.startswith("adapter bug (")
+    http_only = "it speaks only HTTP (POST /reset, POST /step, GET /state, POST /mcp"
+    assert classify(http_only) == "env's own (no OpenEnv /ws endpoint)"
     assert classify("KeyError: 'observation'") == "adapter?"
 
 
