@@ -57,7 +57,10 @@ ENV_NEEDS = [
     (r"nltk|NLTK", "env's own need (NLTK data)"),
     (r"playwright|chromium|Executable doesn't exist", "env's own need (a browser)"),
     (r"SUMO_HOME", "env's own need (the SUMO simulator)"),
-    (r"openenv-core 0\.2\.x", "env's own (its lock pins openenv-core 0.2.x)"),
+    (
+        r"openenv-core 0\.2\.x|openenv-core 0\.2\.2 deadlock",
+        "env's own (its lock pins openenv-core 0.2.2)",
+    ),
     (r"ModuleNotFoundError: No module named", "env's own need (an undeclared module)"),
     (
         r"FACTORY_ERROR",

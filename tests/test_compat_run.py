@@ -199,6 +199,11 @@ def test_classify_names_whose_a_failure_is():
     assert bug.startswith("adapter bug (")
     http_only = "it speaks only HTTP (POST /reset, POST /step, GET /state, POST /mcp"
     assert classify(http_only) == "env's own (no OpenEnv /ws endpoint)"
+    echo = (
+        "the list_tools step did not answer within 30s (a known cause: servers on "
+        "openenv-core 0.2.2 deadlock on MCP steps over /ws"
+    )
+    assert classify(echo) == "env's own (its lock pins openenv-core 0.2.2)"
     assert classify("KeyError: 'observation'") == "adapter?"
 
 
