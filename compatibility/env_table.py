@@ -49,6 +49,11 @@ def step_timeout(spec: EnvSpec, args: argparse.Namespace) -> float:
     return max(args.step_timeout, spec.step_timeout or 0.0)
 
 
+def call(tool: str, **arguments: Any) -> str:
+    """An MCP env's tool call as a model would write it."""
+    return j({"tool_name": tool, "arguments": arguments})
+
+
 def moves(field_name: str, values: list[Any]) -> list[str]:
     return [j({field_name: v}) for v in values]
 
@@ -189,6 +194,35 @@ ENVS: dict[str, EnvSpec] = {
         max_turns=3,
         note="the built-in sample data (no FINRL_CONFIG_PATH)",
     ),
+    # --- E2B sandboxes (huggingface/OpenEnv, new since 685de41): each reads
+    # E2B_API_KEY; without it the reset ends the episode, which `check` fails. ---
+    "coding_tools_env": EnvSpec(
+        action=call("bash", command="echo hi"),
+        script=[call("bash", command="echo hi"), call("submit_solution")],
+        max_turns=3,
+    ),
+    "jupyter_env": EnvSpec(
+        action=call("add_and_execute_code_cell", code="print(6 * 7)"),
+        script=[call("add_and_execute_code_cell", code="print(6 * 7)")],
+        max_turns=2,
+    ),
+    "terminus_env": EnvSpec(
+        action=call("terminal", command="echo hi"),
+        script=[
+            call("terminal", command="echo hi"),
+            call("terminal", final_answer="hi"),
+        ],
+        max_turns=3,
+    ),
+    "opencode_env": EnvSpec(
+        action=call(
+            "run_rollout",
+            base_url="http://127.0.0.1:9/v1",
+            api_key="none",
+            model="none",
+            instruction="Write hello.txt containing hi.",
+        ),
+    ),
     # --- known not to run offline here ---
     "openspiel_env": EnvSpec(
         action=j({"action_id": 1}),
@@ -197,18 +231,20 @@ ENVS: dict[str, EnvSpec] = {
     ),
     "calendar_env": EnvSpec(
         action=j({"tool_name": "list_calendars", "arguments": {}}),
-        skip="a custom server (MCPHTTPEnvServer): HTTP /reset /step /state only, "
-        "no OpenEnv WebSocket /ws (403)",
+        skip="a custom server (MCPHTTPEnvServer): HTTP /reset /step /state /mcp "
+        "only, no OpenEnv WebSocket /ws (403): refused at launch, naming that",
     ),
     "websearch_env": EnvSpec(
         action=j({"query": "OpenEnv"}),
-        skip="needs a SERPER_API_KEY and network (google.serper.dev); its /schema "
-        "answers 500 (observation field `list[WebContent]` has no JSON schema)",
+        skip="needs a SERPER_API_KEY and network (google.serper.dev): without them "
+        "a step answers `[ERROR] Search failed ...` (its /schema 500 of 685de41 is "
+        "fixed at huggingface/OpenEnv 385de5eb)",
     ),
     "chat_env": EnvSpec(
         action=j({"tokens": [15496]}),
         skip="downloads a tokenizer from Hugging Face for each env instance "
-        "(TOKENIZER_NAME, default gpt2): FACTORY_ERROR at reset",
+        "(TOKENIZER_NAME, default gpt2): offline, its reset does not answer within "
+        "30 s and /metadata answers 500 (FACTORY_ERROR at 685de41)",
     ),
     "finqa_env": EnvSpec(
         action=j({"tool_name": "get_descriptions", "arguments": {}}),
@@ -235,8 +271,9 @@ ENVS: dict[str, EnvSpec] = {
     ),
     "julia_env": EnvSpec(
         action=j({"core_code": "println(1)"}),
-        skip="needs a Julia installation (not on PyPI): it launches, but every step "
-        "answers 'Julia not found in PATH' (exit_code 127)",
+        skip="needs a Julia installation (not on PyPI): `check` passes (launch, "
+        "reset, a step answered), but every step answers 'Julia not found in PATH. "
+        "Please install Julia.' (exit_code 127)",
     ),
     "browsergym_env": EnvSpec(
         skip="needs BROWSERGYM_TASK_NAME, the MiniWoB pages (MINIWOB_URL, a clone "
@@ -244,15 +281,17 @@ ENVS: dict[str, EnvSpec] = {
         "without a task name its app fails at import",
     ),
     "openapp_env": EnvSpec(
-        skip="does not declare openenv-core (ModuleNotFoundError: openenv at "
-        "start); needs Playwright browsers and an OpenApps server (OPENAPPS_URL)",
+        skip="does not declare openenv (ModuleNotFoundError: No module named "
+        "'openenv' at start: its pyproject leaves it to a `pip install --no-deps`); "
+        "needs Playwright browsers and an OpenApps server (OPENAPPS_URL)",
     ),
     "dm_control_env": EnvSpec(
         skip="depends on openenv-core from git+https://github.com (no GitHub here)",
     ),
     "unity_env": EnvSpec(
-        skip="depends on mlagents-envs from git+https://github.com and downloads "
-        "Unity builds",
+        skip="requires-python >=3.10.1,<=3.10.12 (no such Python here, and uv "
+        "cannot download one offline); depends on mlagents-envs and openenv from "
+        "git+https://github.com and downloads Unity builds",
     ),
 }
 

@@ -24,8 +24,9 @@ def _call(tool: str, **arguments: Any) -> str:
 SPECS: dict[str, dict[str, Any]] = {
     "openspiel_env": {
         "docker_skip": "its Dockerfile builds FROM "
-        "ghcr.io/meta-pytorch/openenv-openspiel-base (OpenSpiel built from source), "
-        "an image no registry reachable here has",
+        "ghcr.io/meta-pytorch/openenv-openspiel-base:sha-e622c7e (OpenSpiel built "
+        "from source; the name is unchanged at huggingface/OpenEnv 385de5eb), an "
+        "image no registry reachable here has",
         "action": _j({"action_id": 1}),
         "script": [_j({"action_id": 1})] * 10,
         "max_turns": 12,
@@ -87,10 +88,11 @@ SPECS: dict[str, dict[str, Any]] = {
         "script": [_j({"values": [0.5]}), _j({"values": [-0.5]})],
         "max_turns": 3,
         "env_vars": {"MUJOCO_GL": "disable"},
-        "note": "its openenv-core from GitHub redirected to a local git repo of the "
-        "OpenEnv tree (GIT_CONFIG_*); UV_EXCLUDE_NEWER=2026-11-01 (mujoco 4.0.0 "
-        "breaks dm_control 1.0.50); MUJOCO_GL=disable (no pixels); cartpole balance "
-        "runs 1000 steps: `max_turns`",
+        "note": "its openenv from GitHub taken from a local git repo (GIT_CONFIG_*): "
+        "the commit its uv.lock pins, from OPENENV_GIT_REPO or the tree's own clone "
+        "(no lock: the tree committed afresh, UV_EXCLUDE_NEWER=2026-11-01, since "
+        "mujoco 4.0.0 breaks dm_control 1.0.50); MUJOCO_GL=disable (no pixels); "
+        "cartpole balance runs 1000 steps: `max_turns`",
     },
     "browsergym_env": {
         "docker_skip": "its Dockerfile builds FROM "

@@ -20,11 +20,16 @@ on 127.0.0.1 and stopped after. Nothing in the env's folder is changed.
   (one scenario, `notes`: its FastAPI service, schema, rows and task, in AWM's seven
   JSONL files; no verifier), instead of Snowflake/AgentWorldModel-1K on Hugging
   Face. Its tools exist only once `reset` has started the scenario's service.
-- dm_control_env: its `openenv-core @ git+https://github.com/meta-pytorch/OpenEnv.git`
-  taken from a local git repo of the OpenEnv tree the env is in, by environment
-  variables only (`GIT_CONFIG_COUNT=1`, `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`,
-  `GIT_CONFIG_VALUE_0=<that URL>`); `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco
-  4.0.0 breaks dm_control 1.0.50); `MUJOCO_GL=disable`.
+- dm_control_env: its `openenv[core] @ git+https://github.com/huggingface/OpenEnv.git`
+  (`openenv-core @ git+https://github.com/meta-pytorch/OpenEnv.git` before the move)
+  taken from a local git repo, by environment variables only (`GIT_CONFIG_COUNT=1`,
+  `GIT_CONFIG_KEY_0=url.file://REPO.insteadOf`, `GIT_CONFIG_VALUE_0=<that URL>`).
+  Where its `uv.lock` pins a commit (385de5eb pins 2ef91f62), REPO is a clone that
+  has it: `$OPENENV_GIT_REPO`, else the OpenEnv tree the env is in, if it is a git
+  clone with that commit; with neither, the error says so. Without a lock (685de41),
+  REPO is the tree's package files committed afresh, and
+  `UV_EXCLUDE_NEWER=2026-11-01T00:00:00Z` (mujoco 4.0.0 breaks dm_control 1.0.50).
+  `MUJOCO_GL=disable`.
 - browsergym_env: Debian's `chromium` (installed here with `apt-get update` and
   `apt-get install -y chromium` when it is missing and this is root; else an error
   naming that command), found by Playwright 1.44 through a browsers folder in its own layout
@@ -55,6 +60,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from compatibility.recipe_openenv_git import local_openenv_repo, openenv_git_url
 from compatibility.recipe_parts import (
     DEBIAN_CHROMIUM,
     Prepared,
@@ -70,7 +76,7 @@ from compatibility.recipe_parts import (
 )
 from compatibility.recipe_specs import DATA, SPECS
 
-__all__ = ["DATA", "SPECS", "Prepared", "prepared"]
+__all__ = ["DATA", "SPECS", "Prepared", "RecipeFailed", "prepared"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -125,47 +131,22 @@ def _tbench2(env_dir: Path, docker: bool) -> Prepared:
     )
 
 
-OPENENV_GIT = "https://github.com/meta-pytorch/OpenEnv.git"
-
-
-# mujoco 4.0.0 (later) breaks dm_control 1.0.50.
+# mujoco 4.0.0 (later) breaks dm_control 1.0.50: for a tree whose dm_control_env has
+# no uv.lock (685de41); one with a lock (385de5eb: mujoco 3.8.0) keeps its pins.
 DM_CONTROL_EXCLUDE_NEWER = "2026-11-01T00:00:00Z"
 
 
 def _dm_control(env_dir: Path, docker: bool) -> Prepared:
-    """dm_control_env depends on `openenv-core @ git+https://github.com/...`: git is
-    told (environment variables only) to take that URL from a local git repo of the
-    OpenEnv tree the env folder is in: its package files, committed afresh (a
-    checkout may lack objects of its own history)."""
-    tree = env_dir.resolve().parent.parent
-    if not (tree / "src" / "openenv").is_dir():
-        raise RuntimeError(f"{env_dir} is not in an OpenEnv checkout (no src/openenv)")
-    repo = cache_dir() / "openenv-core-git"
-    if not (repo / ".git").is_dir():
-        repo.mkdir(parents=True, exist_ok=True)
-        for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
-            if (tree / name).is_file():
-                shutil.copy2(tree / name, repo / name)
-        shutil.copytree(tree / "src", repo / "src", dirs_exist_ok=True)
-        env = {
-            **os.environ,
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-        }
-        env |= {"GIT_AUTHOR_NAME": "compat", "GIT_AUTHOR_EMAIL": "compat@local"}
-        env |= {"GIT_COMMITTER_NAME": "compat", "GIT_COMMITTER_EMAIL": "compat@local"}
-        for cmd in (
-            ["git", "init", "-q", "-b", "main"],
-            ["git", "add", "-A"],
-            ["git", "commit", "-q", "-m", "OpenEnv tree for dm_control_env"],
-        ):
-            subprocess.run(cmd, cwd=repo, env=env, check=True)
+    """dm_control_env depends on `openenv[core] @ git+https://github.com/...`
+    (`openenv-core` before the move): git is told (environment variables only) to
+    take that URL from a local git repo (`recipe_openenv_git.local_openenv_repo`)."""
     redirect = {
         "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": f"url.file://{repo}.insteadOf",
-        "GIT_CONFIG_VALUE_0": OPENENV_GIT,
-        "UV_EXCLUDE_NEWER": DM_CONTROL_EXCLUDE_NEWER,
+        "GIT_CONFIG_KEY_0": f"url.file://{local_openenv_repo(env_dir)}.insteadOf",
+        "GIT_CONFIG_VALUE_0": openenv_git_url(env_dir),
     }
+    if not (env_dir / "uv.lock").is_file():
+        redirect["UV_EXCLUDE_NEWER"] = DM_CONTROL_EXCLUDE_NEWER
     return Prepared(env_vars=dict(redirect), environ=dict(redirect))
 
 
@@ -247,17 +228,25 @@ _PREPARE = {
 }
 
 
+class RecipeFailed(Exception):
+    """What an env needs could not be made here; the message says what and why."""
+
+
 @contextlib.contextmanager
 def prepared(env: str, env_dir: Path, docker: bool = False) -> Iterator[Prepared]:
     """What `env` needs for its runs (in a container built from its Dockerfile when
-    `docker`); stand-in servers it starts stop on exit."""
+    `docker`); stand-in servers it starts stop on exit. A preparation that fails
+    (its error, a stand-in that does not come up) is `RecipeFailed`, raised before
+    the body runs."""
     prepare = _PREPARE.get(env)
     if prepare is None:
         yield Prepared()
         return
-    result = prepare(env_dir, docker)
-    if isinstance(result, contextlib.AbstractContextManager):
-        with result as ready:
-            yield ready
-    else:
+    with contextlib.ExitStack() as stack:
+        try:
+            result = prepare(env_dir, docker)
+            if isinstance(result, contextlib.AbstractContextManager):
+                result = stack.enter_context(result)
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+            raise RecipeFailed(f"{type(e).__name__}: {e}") from e
         yield result

@@ -140,6 +140,21 @@ def run_env(env: str, envs_dir: Path, args: argparse.Namespace) -> Result:
         return result
     if spec.note:
         result.notes.append(spec.note)
+    try:
+        return _run_recipe(env, env_dir, spec, args, result)
+    except recipes.RecipeFailed as e:
+        result.check, result.eval = "FAIL (recipe)", "not run"
+        result.notes.append(f"{classify(str(e))}: recipe: {e}")
+        return result
+
+
+def _run_recipe(
+    env: str,
+    env_dir: Path,
+    spec: EnvSpec,
+    args: argparse.Namespace,
+    result: Result,
+) -> Result:
     environ = dict(os.environ)
     with recipes.prepared(env, env_dir, docker=args.docker) as extra:
         spec = replace(spec, env_vars={**spec.env_vars, **extra.env_vars})
