@@ -186,13 +186,16 @@ class DockerLaunch:
         return self._base_url
 
     def _docker_run(self, run: ContainerRun) -> subprocess.CompletedProcess[str]:
-        """`docker run`, once more if the shared network went meanwhile;
-        `EnvFailure` with Docker's error when it fails."""
+        """`docker run`, again (`NETWORK_RETRIES` times at most) while the shared
+        network went meanwhile; `EnvFailure` with Docker's error when it fails."""
         argv, env = run.argv, run.env
         result = run_docker(*argv, timeout=self.launch_timeout_s, env=env)
         shared = self.options.network is None
-        if result.returncode != 0 and shared and _network_gone(result.stderr):
-            # Another owner's reaper removed the idle shared network meanwhile.
+        for _ in range(NETWORK_RETRIES):
+            if result.returncode == 0 or not shared or not _network_gone(result.stderr):
+                break
+            # Another owner's reaper removed the idle shared network meanwhile
+            # (between its creation here and the run, which can happen again).
             forget(run.network)
             run_docker("rm", "-f", self._container_name or "", timeout=60)
             ensure_network(egress=self.options.egress, again=True)
@@ -368,6 +371,11 @@ def docker_launch_plan(target: EnvTarget) -> LaunchPlan:
 
 class _ExitedEarly(Exception):
     """The container exited before its server was ready; `str()` says how."""
+
+
+NETWORK_RETRIES = 3
+"""Runs again after the shared network was found gone: owners' reapers remove it
+when idle, and several launching and stopping at once can race it twice."""
 
 
 def _network_gone(stderr: str) -> bool:
