@@ -20,8 +20,9 @@ On verifiers 0.4 (`uv sync --extra vf04`) the same names come from
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv_v1.core.light_import import lazy_exports
 
 if TYPE_CHECKING:
     from openenv_v1.taskset_core import OpenEnvData
@@ -89,9 +90,4 @@ if verifiers_line() == "vf04":
     __all__ = list(_HOMES)
 
 
-def __getattr__(name: str) -> Any:
-    if home := _HOMES.get(name):
-        value = getattr(importlib.import_module(home), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'openenv_v1' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -26,8 +26,9 @@ say) can be imported without the OpenEnv client behind the rest.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv_v1.core.light_import import lazy_exports
 
 if TYPE_CHECKING:
     from openenv_v1.core.episode.env_episode import EnvEpisode, open_episode
@@ -59,10 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES)

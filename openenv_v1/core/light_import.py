@@ -10,8 +10,10 @@ same client, minus the UI.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 _HIDDEN = ("gradio",)
 
@@ -40,3 +42,19 @@ def generic_client_class() -> type:
     from openenv_v1.core.openenv_lines import GenericEnvClient
 
     return GenericEnvClient
+
+
+def lazy_exports(module: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` for `module` that imports each public name from its
+    home module (`homes`: name -> module path) on first use and keeps it in the
+    module's globals, so importing the package imports none of them."""
+
+    def attribute(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        setattr(sys.modules[module], name, value)
+        return value
+
+    return attribute

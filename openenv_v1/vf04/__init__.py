@@ -14,8 +14,9 @@ env (played in the eval process) and an in-process chat harness.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv_v1.core.light_import import lazy_exports
 
 if TYPE_CHECKING:
     from openenv_v1.taskset_core import OpenEnvData
@@ -51,9 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if home := _HOMES.get(name):
-        value = getattr(importlib.import_module(home), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'openenv_v1.vf04' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _HOMES)
