@@ -111,29 +111,29 @@ def test_tbench2_in_docker_mounts_a_writable_task_copy_and_its_tools(tmp_path):
         assert all(p.stat().st_mode & 0o002 for p in [tasks, *tasks.rglob("*")])
 
 
-def test_docker_skips_say_why_and_are_not_run(tmp_path):
-    """`--docker` skips an env whose Dockerfile cannot build here, with the cause,
-    and starts nothing for it."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "compatibility" / "run.py")]
-        + ["--envs-dir", str(tmp_path), "--only", "openspiel_env", "--docker"],
+def run_compat(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`compatibility/run.py ARGS` in `cwd` (also its HOME), on a bare PATH."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "compatibility" / "run.py"), *args],
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+    )
+
+
+def test_docker_skips_say_why_and_are_not_run(tmp_path):
+    """`--docker` skips an env whose Dockerfile cannot build here, with the cause,
+    and starts nothing for it."""
+    out = run_compat(
+        tmp_path, "--envs-dir", str(tmp_path), "--only", "openspiel_env", "--docker"
     )
     assert out.returncode != 0 and "not env folders" in out.stderr
     (tmp_path / "openspiel_env").mkdir()
     (tmp_path / "openspiel_env" / "pyproject.toml").write_text("[project]\n")
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "compatibility" / "run.py")]
-        + ["--envs-dir", str(tmp_path), "--only", "openspiel_env", "--docker"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    out = run_compat(
+        tmp_path, "--envs-dir", str(tmp_path), "--only", "openspiel_env", "--docker"
     )
     assert out.returncode == 0, out.stderr
     row = out.stdout.splitlines()[-1]
@@ -263,14 +263,8 @@ def test_a_recipe_that_cannot_be_made_is_the_envs_row_not_a_crash(tmp_path):
     url = "https://github.com/huggingface/OpenEnv.git"
     env = _openenv_tree(tmp_path / "tree", f"openenv[core] @ git+{url}")
     (env / "uv.lock").write_text(f'source = {{ git = "{url}#{"0" * 40}" }}\n')
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "compatibility" / "run.py")]
-        + ["--envs-dir", str(env.parent), "--only", "dm_control_env"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    out = run_compat(
+        tmp_path, "--envs-dir", str(env.parent), "--only", "dm_control_env"
     )
     assert out.returncode == 0, out.stderr
     row = out.stdout.splitlines()[-1]
