@@ -18,7 +18,6 @@ from openenv_v1 import local_policy
 from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
-from openenv_v1.vf02.simulator.prefork import PROCESS_NAME
 from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,10 +232,9 @@ def assert_out_of_invalid_actions(trace: dict, steps: int) -> None:
     assert trace["metrics"]["openenv_steps"] == steps
 
 
-def processes_matching(*needles: str, comm: str | None = None) -> list[tuple[int, str]]:
-    """(pid, cmdline) of live processes whose command line contains every needle (and
-    whose name is `comm`, if given); under pytest-xdist, not those another worker's
-    tests started."""
+def processes_matching(*needles: str) -> list[tuple[int, str]]:
+    """(pid, cmdline) of live processes whose command line contains every needle;
+    under pytest-xdist, not those another worker's tests started."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -248,11 +246,6 @@ def processes_matching(*needles: str, comm: str | None = None) -> list[tuple[int
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
         # The command line first: most processes fail it, and tests poll this.
         if not raw or not all(n in cmdline for n in needles):
-            continue
-        try:
-            if comm is not None and (entry / "comm").read_text().strip() != comm:
-                continue
-        except OSError:
             continue
         try:
             if "\nState:\tZ" in (entry / "status").read_text():
@@ -309,13 +302,10 @@ def wordle_uvicorns() -> list[tuple[int, str]]:
 def user_simulators() -> list[tuple[int, str]]:
     """Live `openenv_v1.vf02.user` processes started by this checkout's evals (verifiers
     runs them with the eval's own Python), and the simulator fork servers and their
-    forks (which keep the fork server's command line: a fresh one's, or the eval's,
-    with its name, `prefork.PROCESS_NAME`, when the taskset forked it)."""
-    return (
-        processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.user")
-        + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator.forks")
-        + processes_matching(f"{BIN}/python", comm=PROCESS_NAME)
-    )
+    forks (which keep the fork server's command line)."""
+    return processes_matching(
+        f"{BIN}/python", "-m openenv_v1.vf02.user"
+    ) + processes_matching(f"{BIN}/python", "-m openenv_v1.vf02.simulator.fork_server")
 
 
 def tool_servers() -> list[tuple[int, str]]:

@@ -29,7 +29,6 @@ from benchmarks.simulator_start import rollout_channel
 from openenv_v1.core.launch.process_group import process_running
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.simulator.forks import OWNER_VAR, STOP_GRACE_S, SimulatorForks
-from openenv_v1.vf02.simulator.prefork import PROCESS_NAME
 from openenv_v1.vf02.user import OpenEnvData
 from tests.servers import wait_until
 
@@ -175,13 +174,11 @@ def test_close_ends_the_fork_server_and_its_forks(wordle_url, tmp_path):
 OWNER = """
     import atexit, os, signal, sys, time
     from openenv_v1.vf02.simulator.forks import SimulatorForks
-    forked, marker = sys.argv[1] == "forked", sys.argv[2]
-    # What a fork server forked from here must not carry on with.
+    marker = sys.argv[1]
+    # What the fork server and its forks must not run.
     atexit.register(lambda: open(marker, "a").write(f"{os.getpid()}\\n"))
     signal.signal(signal.SIGTERM, lambda *_: None)
-    forks = SimulatorForks.reserve(fork_now=forked)
-    assert (forks._ahead is not None) == forked
-    forks.ensure_started()
+    forks = SimulatorForks.start()
     print(forks.socket_path, forks._proc.pid, forks.token, flush=True)
     if sys.stdin.readline():
         forks.close()
@@ -191,12 +188,11 @@ OWNER = """
 
 
 @contextlib.contextmanager
-def owner(how: str, marker: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
-    """A process that owns a fork server started `how` (`fresh`, or `forked` from
-    itself): the process and its line (socket, fork server pid, token). A line on
-    its stdin makes it `close()` the fork server."""
+def owner(marker: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """A process that owns a fork server: the process and its line (socket, fork
+    server pid, token). A line on its stdin makes it `close()` the fork server."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(OWNER), how, str(marker)],
+        [sys.executable, "-c", textwrap.dedent(OWNER), str(marker)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -209,12 +205,9 @@ def owner(how: str, marker: Path) -> Iterator[tuple[subprocess.Popen[str], list[
         proc.wait(5)
 
 
-@pytest.mark.parametrize("how", ["fresh", "forked"])
-def test_the_fork_server_and_its_forks_end_with_a_killed_owner(
-    wordle_url, tmp_path, how
-):
+def test_the_fork_server_and_its_forks_end_with_a_killed_owner(wordle_url, tmp_path):
     (tmp_path / "run").mkdir()
-    with owner(how, tmp_path / "exit-handlers") as (proc, (socket_path, server, token)):
+    with owner(tmp_path / "exit-handlers") as (proc, (socket_path, server, token)):
         with simulator(wordle_url, tmp_path / "run", socket_path, token) as sim:
             sim.url()
             fork = sim.fork_pid()
@@ -227,19 +220,15 @@ def test_the_fork_server_and_its_forks_end_with_a_killed_owner(
     assert not (tmp_path / "exit-handlers").exists()
 
 
-def test_a_fork_server_forked_from_its_owner_serves_as_a_fresh_one(
-    wordle_url, tmp_path
-):
-    """The taskset forks its fork server from the eval (`reserve(fork_now=True)`):
-    it is the owner's child, named `PROCESS_NAME`, in a session of its own, and
-    keeps none of the owner's exit or signal handlers: a fork's end runs none of the
-    owner's, and the owner's SIGTERM handler ignores the signal, yet `close()`'s
-    SIGTERM ends the server."""
+def test_the_fork_server_is_its_owners_child_and_ends_by_close(wordle_url, tmp_path):
+    """The fork server is the owner's child, in a session of its own, and runs none
+    of the owner's exit or signal handlers: a fork's end runs none of the owner's,
+    and the owner's SIGTERM handler ignores the signal, yet `close()`'s SIGTERM ends
+    the server."""
     marker = tmp_path / "exit-handlers"
-    with owner("forked", marker) as (proc, (socket_path, server, token)):
+    with owner(marker) as (proc, (socket_path, server, token)):
         pid = int(server)
         assert _ppid(pid) == proc.pid
-        assert Path(f"/proc/{pid}/comm").read_text().strip() == PROCESS_NAME
         assert os.getsid(pid) == pid
         with simulator(wordle_url, tmp_path / "run", socket_path, token) as sim:
             assert "wordle" in sim.opening().lower()
@@ -280,7 +269,7 @@ def test_a_fork_server_whose_owner_died_before_it_started_never_serves(tmp_path)
     gone.wait()
     socket_path = tmp_path / "forks.sock"
     server = subprocess.run(
-        [sys.executable, "-m", "openenv_v1.vf02.simulator.forks"]
+        [sys.executable, "-m", "openenv_v1.vf02.simulator.fork_server"]
         + [str(socket_path), str(gone.pid)],
         capture_output=True,
         text=True,
@@ -380,35 +369,3 @@ def test_a_launcher_without_the_evals_token_gets_no_fork(wordle_url, tmp_path, f
         assert "wordle" in sim.opening().lower()
         assert "no simulator fork (ValueError: not authorized)" in sim.log()
         assert "forked as pid" not in sim.log()
-
-
-FORKABLE = """
-    import asyncio, threading
-    from openenv_v1.vf02.simulator.prefork import forkable_now
-    seen = [forkable_now()]
-    async def in_a_loop():
-        seen.append(forkable_now())
-    asyncio.run(in_a_loop())
-    thread = threading.Thread(target=lambda: seen.append(forkable_now()))
-    thread.start()
-    thread.join()
-    stop = threading.Event()
-    threading.Thread(target=stop.wait).start()
-    seen.append(forkable_now())
-    stop.set()
-    print(seen)
-"""
-
-
-def test_only_a_process_with_one_thread_and_no_running_loop_is_forked_ahead():
-    """`reserve(fork_now=True)` forks only when that is sound: on the main thread,
-    with no other thread and no event loop running (else the fresh start)."""
-    seen = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(FORKABLE)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    # Alone; in a running loop; from another thread; beside another thread.
-    assert seen.split() == ["[True,", "False,", "False,", "False]"]

@@ -205,9 +205,7 @@ class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
         self.core = TasksetCore.build(config, config.task.user)
         self.forks: SimulatorForks | None = None
         if config.fork_simulators and config.forks_simulators_here():
-            # Forks the fork server from this process now, while it has one thread
-            # (before the pool's start); the first rollout hands it its socket.
-            self.forks = SimulatorForks.reserve(fork_now=True)
+            self.forks = SimulatorForks.reserve()
         self.pool: ServerPool | UrlPool | None = (
             self.core.start_pool() if config.leases_servers() else None
         )

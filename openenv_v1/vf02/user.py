@@ -36,7 +36,7 @@ if __name__ == "__main__":
     hide_this_process()
     # Before verifiers is imported, and only in the simulator process: become a fork
     # of the taskset's fork server (exits here), or else import only what is used.
-    from openenv_v1.vf02.simulator.forks import run_forked
+    from openenv_v1.vf02.simulator.launcher import run_forked
 
     run_forked()
     from openenv_v1.vf02.simulator.light_verifiers import hide_unused_modules
@@ -57,7 +57,7 @@ from openenv_v1.taskset_core import OpenEnvData, open_and_reset, user_message
 from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.flags import EVAL_FLAGS
-from openenv_v1.vf02.simulator.forks import simulator_pid
+from openenv_v1.vf02.simulator.forked import simulator_pid
 from openenv_v1.vf02.state import OpenEnvState
 from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
 
