@@ -24,19 +24,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Self
 
 import verifiers.v1 as vf
 from pydantic import model_validator
 
+from openenv_v1.chat_calls import call_tools, model_client
 from openenv_v1.chat_opening import opening_messages
 from openenv_v1.core.http_client import async_client
 
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import ContentBlock
-    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessage
 
 TOOL_CALL_ATTEMPTS = 4
 """Attempts of one tool call, each on a fresh MCP session. A call whose answer was
@@ -103,16 +104,10 @@ class OpenEnvHarness(vf.Harness[OpenEnvHarnessConfig]):
         messages = opening_messages(*self.resolve_prompt(trace.task.data))
         try:
             tools = await ToolServers.listed(mcp_urls, self.config.tool_call_timeout_s)
-            async with openai.AsyncOpenAI(
-                base_url=endpoint,
-                api_key=secret,
-                timeout=self.config.request_timeout_s,
-                max_retries=2,
-                # The process's TLS context: the client's own loads the CA bundle
-                # (~25 ms of CPU) for every rollout.
-                http_client=async_client(self.config.request_timeout_s),
+            async with model_client(
+                endpoint, secret, self.config.request_timeout_s
             ) as client:
-                await _chat(client, ctx.model, messages, tools, trace)
+                await call_tools(client, ctx.model, messages, tools, _keeper(trace))
         except openai.APIError as e:
             # As a program's failed model call: ending after a `@stop` refused the
             # next call is expected, anything else fails the rollout with this text.
@@ -120,33 +115,21 @@ class OpenEnvHarness(vf.Harness[OpenEnvHarnessConfig]):
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
 
 
-async def _chat(
-    client: AsyncOpenAI,
-    model: str,
-    messages: list[dict[str, Any]],
-    tools: ToolServers,
+def _keeper(
     trace: vf.Trace,
-) -> None:
-    """Model calls until a reply calls no tool; each tool call's answer is added as
-    its tool message before the next call. Each request repeats the previous one's
+) -> Callable[[list[dict[str, Any]], ChatCompletionMessage], None]:
+    """How each reply joins the messages: each request repeats the previous one's
     messages exactly and adds to them (trainers that keep token ids per turn see one
-    growing sequence, one branch of the trace): what the interception added to a
+    growing sequence, one branch of the trace), so what the interception added to a
     request upstream (the user simulator's opening on the first, a reply that called
-    no tool and the simulator's answer to it) is kept as it was sent."""
-    while True:
-        completion = await client.chat.completions.create(
-            model=model, messages=messages, tools=tools.specs or None
-        )
+    no tool and the simulator's answer to it) is kept as it was sent, before the
+    reply."""
+
+    def keep(messages: list[dict[str, Any]], reply: ChatCompletionMessage) -> None:
         messages.extend(_added_upstream(trace, len(messages)))
-        message = completion.choices[0].message
-        messages.append(message.model_dump(exclude_none=True))
-        if not message.tool_calls:
-            return
-        for call in message.tool_calls:
-            content = await tools.answer(call.function.name, call.function.arguments)
-            messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": content}
-            )
+        messages.append(reply.model_dump(exclude_none=True))
+
+    return keep
 
 
 def _added_upstream(trace: vf.Trace, sent: int) -> list[dict[str, Any]]:
@@ -175,6 +158,10 @@ class ToolServers:
     server named `""` (one whose `TOOL_PREFIX` is None, such as `OpenEnvTools`).
     verifiers' tool servers are stateless, so each listing and each call attempt
     opens a session of its own, inside the caller's task."""
+
+    over = False
+    """Never: the episode's end stops the rollout upstream (a `@stop` refuses the
+    next model call)."""
 
     def __init__(self, urls: dict[str, str], call_timeout_s: float) -> None:
         self.urls = urls
@@ -211,11 +198,15 @@ class ToolServers:
                     )
         return servers
 
-    async def answer(self, name: str, arguments: str) -> str | list[dict[str, Any]]:
-        """The tool message content for the model's call `name(arguments)`, where
-        `arguments` is the JSON text it wrote. A call that cannot be made (a tool
-        it was not given, arguments that are not a JSON object) is answered here,
-        with what to do instead."""
+    async def run(self, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        """The tool message answering the model's call `name(arguments)`, where
+        `arguments` is the JSON text it wrote."""
+        content = await self._answer(name, arguments)
+        return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+    async def _answer(self, name: str, arguments: str) -> str | list[dict[str, Any]]:
+        """A call that cannot be made (a tool the model was not given, arguments
+        that are not a JSON object) is answered here, with what to do instead."""
         try:
             parsed = json.loads(arguments or "{}")
         except json.JSONDecodeError as e:

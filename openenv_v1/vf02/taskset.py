@@ -44,6 +44,7 @@ from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.launch.url_pool import UrlPool
 from openenv_v1.core.setting_names import render_settings
 from openenv_v1.taskset_core import OpenEnvData, TasksetCore, prepare_eval_process
+from openenv_v1.trace_account import publish_account
 from openenv_v1.vf02.config import OpenEnvConfig, OpenEnvTaskConfig, OpenEnvUserConfig
 from openenv_v1.vf02.flags import EVAL_FLAGS
 from openenv_v1.vf02.null_harness import prepare_null_harness
@@ -184,9 +185,7 @@ def _is_object(arguments: str) -> bool:
 def _publish(trace: vf.Trace) -> None:
     """Mirror the episode account onto the trace, which keeps it even if the rollout
     errors before scoring (the state itself is never serialized)."""
-    report = trace.state.account
-    trace.info["openenv"] = report.info()
-    trace.info["openenv_timing"] = report.timing()
+    publish_account(trace.info, trace.state.account, EVAL_FLAGS)
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
+from openenv_v1.chat_calls import call_tools, model_client
 from openenv_v1.chat_opening import opening_messages
-from openenv_v1.core.http_client import async_client
-from openenv_v1.vf04.native import EpisodeTools, borrowed
+from openenv_v1.vf04.native import borrowed
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessage
 
 
 class OpenEnvChatHarnessConfig(vf.HarnessConfig):
@@ -60,55 +60,25 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
         mcp_urls: dict[str, str],
         data: vf.TaskData,
     ) -> vf.ProgramResult:
-        from openai import AsyncOpenAI
-
         messages = opening_messages(*self.resolve_prompt(data))
         tools = borrowed(trace.id)
-        async with AsyncOpenAI(
-            base_url=endpoint,
-            api_key=secret,
-            timeout=self.config.request_timeout_s,
-            max_retries=2,
-            # A client per segment is cheap only with the process's TLS context:
-            # the OpenAI client's own loads the CA bundle (~25 ms of CPU) each time.
-            http_client=async_client(self.config.request_timeout_s),
+        async with model_client(
+            endpoint, secret, self.config.request_timeout_s
         ) as client:
             if tools is None:
                 await client.chat.completions.create(model=ctx.model, messages=messages)
             else:
-                await self._call_tools(client, ctx.model, messages, tools)
+                await call_tools(client, ctx.model, messages, tools, _keep)
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
 
-    @staticmethod
-    async def _call_tools(
-        client: AsyncOpenAI,
-        model: str,
-        messages: list[dict[str, Any]],
-        tools: EpisodeTools,
-    ) -> None:
-        """Model calls with the episode's tools, each tool call one step, until a
-        reply calls no tool or the episode is over."""
-        while not tools.over:
-            completion = await client.chat.completions.create(
-                model=model, messages=messages, tools=tools.specs
-            )
-            message = completion.choices[0].message
-            if not message.tool_calls:
-                return  # the env answers that reply (a reminder to call a tool)
-            messages.append(_as_replayed(message.model_dump()))
-            for call in message.tool_calls:
-                # Calls after the episode ended are answered without a step.
-                name = call.function.name
-                messages.append(await tools.run(call.id, name, call.function.arguments))
 
-
-def _as_replayed(message: dict[str, Any]) -> dict[str, Any]:
+def _keep(messages: list[dict[str, Any]], reply: ChatCompletionMessage) -> None:
     """A model reply in the form verifiers renders it in when a later segment is
     launched on the conversation so far (`message_to_wire` of the message as the
     trace parsed it), so each request extends the previous one exactly."""
     from verifiers.v1.dialects.chat import message_to_wire, parse_message
 
-    return message_to_wire(parse_message(message))
+    messages.append(message_to_wire(parse_message(reply.model_dump())))
 
 
 __all__ = ["OpenEnvChatHarness", "OpenEnvChatHarnessConfig"]

@@ -43,6 +43,7 @@ from openenv_v1.core.launch.url_pool import UrlPool
 from openenv_v1.core.setting_names import render_settings
 from openenv_v1.settings import env_target
 from openenv_v1.taskset_core import TasksetCore, open_and_reset, user_message
+from openenv_v1.trace_account import publish_account
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 from openenv_v1.vf04.config import OpenEnvConfig, OpenEnvEnvConfig
 from openenv_v1.vf04.flags import VF_EVAL_FLAGS
@@ -177,11 +178,7 @@ def record(trace: vf.Trace, report: EpisodeReport) -> None:
     trace.record_metric("openenv_resumed", len(report.resumes))
     for name, value in report.signals.items():
         trace.record_metric(f"openenv_signal_{name}", value)
-    info = report.info()
-    if report.error is not None:
-        info["error"] = render_settings(report.error, VF_EVAL_FLAGS)
-    trace.info["openenv"] = info
-    trace.info["openenv_timing"] = report.timing()
+    publish_account(trace.info, report, VF_EVAL_FLAGS)
 
 
 __all__ = ["OpenEnvEnv", "OpenEnvError"]

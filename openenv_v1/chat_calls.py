@@ -1,0 +1,81 @@
+"""The model calls of the package's chat harnesses, on both verifiers lines.
+
+`OpenEnvHarness` (verifiers 0.2) and `OpenEnvChatHarness` (0.4) call the model from
+the eval process, through verifiers' interception endpoint, and run the tool calls of
+each reply until one calls none. Where the tools run (0.2: the task's MCP tool
+servers; 0.4: the lent episode) and how a reply is kept for the next request differ,
+and are the caller's.
+
+    async with model_client(endpoint, secret, timeout_s) as client:
+        await call_tools(client, model, messages, tools, keep)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from openenv_v1.core.http_client import async_client
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessage
+
+__all__ = ["ChatTools", "call_tools", "model_client"]
+
+
+def model_client(endpoint: str, secret: str, timeout_s: float | None) -> AsyncOpenAI:
+    """An OpenAI client for the interception at `endpoint`: `timeout_s` per request
+    (None: no limit), two retries, and the process's TLS context (the client's own
+    loads the CA bundle, ~25 ms of CPU, for every rollout)."""
+    import openai
+
+    return openai.AsyncOpenAI(
+        base_url=endpoint,
+        api_key=secret,
+        timeout=timeout_s,
+        max_retries=2,
+        http_client=async_client(timeout_s),
+    )
+
+
+class ChatTools(Protocol):
+    """The tools a model's turn may call."""
+
+    @property
+    def specs(self) -> list[dict[str, Any]]:
+        """The `tools` of a chat completion request."""
+        ...
+
+    @property
+    def over(self) -> bool:
+        """No more calls: the episode ended."""
+        ...
+
+    async def run(self, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        """The tool message answering the call `name(arguments)`, `arguments` being
+        the JSON text the model wrote."""
+        ...
+
+
+async def call_tools(
+    client: AsyncOpenAI,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: ChatTools,
+    keep: Callable[[list[dict[str, Any]], ChatCompletionMessage], None],
+) -> None:
+    """Model calls on `messages` with `tools`, until a reply calls no tool or the
+    tools are `over`. `keep` adds each reply to `messages` as the next request
+    repeats it; each tool call's answer follows it."""
+    while not tools.over:
+        completion = await client.chat.completions.create(
+            model=model, messages=messages, tools=tools.specs or None
+        )
+        reply = completion.choices[0].message
+        keep(messages, reply)
+        if not reply.tool_calls:
+            return
+        for call in reply.tool_calls:
+            function = call.function
+            messages.append(await tools.run(call.id, function.name, function.arguments))
