@@ -1,22 +1,13 @@
 """`OpenEnvHarness`: the model's side of an OpenEnv rollout on verifiers 0.2, in process.
 
-verifiers 0.2's chat harness (`null`) runs a uv script per rollout: a `uv sync
---script` of its program once per process, then a Python process per rollout that
-imports `openai` and `mcp` before its first model call. With tools it also fails
-today: its dependencies are unpinned and mcp 2.x breaks its MCP client (see
-`openenv_v1.vf02.null_harness`). This harness does the same work from the eval
-process itself: one model call through the interception endpoint verifiers hands it
-(where the user simulator's turns are played, as for any harness), the task's tool
-servers listed with this environment's `mcp` client and each tool call the model
-makes run on them, until a reply calls no tool. Every model call goes through the
-interception, so the trace is the one the null harness gives.
-
-    eval openenv-v1 --taskset.env org/env --taskset.tool-calls native
-
-It is the default harness of the `openenv-v1` tasksets (exported from the package,
-as `OpenEnvChatHarness` is on verifiers 0.4); `--harness.id null` still pins
-verifiers' own. It runs nowhere but the eval process (or an `eval --server` worker),
-so a harness runtime other than the default is refused when the config is read.
+verifiers 0.2's chat harness (`null`) runs a uv script per rollout (a `uv sync
+--script`, then a Python process importing `openai` and `mcp`), and with tools fails
+today (`openenv_v1.vf02.null_harness`). This harness does its work from the eval
+process: model calls through the interception endpoint verifiers hands it, and each
+tool call on the task's tool servers, until a reply calls no tool; the trace is the
+one the null harness gives. The default harness of the `openenv-v1` tasksets
+(`--harness.id null` pins verifiers' own); a harness runtime other than the default
+is refused when the config is read.
 """
 
 from __future__ import annotations

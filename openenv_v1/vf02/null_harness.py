@@ -1,24 +1,17 @@
 """What verifiers 0.2.1's `null` harness needs to pass tools to the model, given to it.
 
-The harness runs a uv script whose dependencies are unpinned (`openai`, `mcp`, ...),
-so uv resolves the newest `mcp`. From mcp 2.x on, its `create_mcp_http_client` no
-longer takes the `httpx.Timeout` the script passes (`TypeError: unsupported operand
-type(s) for +: 'float' and 'Timeout'`), and the harness fails before the first model
-call on any task with tool servers, native tool calling included. Its program needs
-an environment whose resolution stops before mcp 2.0, in a uv cache of its own (uv
-keeps a script environment that already holds mcp 2.x): `null_harness_env()`.
-
-The user does not pass that environment. A runtime prepares a uv script once per
-program text (`Runtime.prepare_uv_script`, cached by the script's digest) and then
-runs the prepared interpreter; a native task's `setup`, which verifiers runs in the
-rollout's runtime just before the harness's own `setup`, prepares the null harness's
-program there first, with `null_harness_env()` under the harness's own `env`
-(`prepare_null_harness`). The harness then finds it prepared and runs it as is, so
+The harness runs a uv script whose dependencies are unpinned, so uv resolves the
+newest `mcp`; from mcp 2.x on, `create_mcp_http_client` no longer takes the
+`httpx.Timeout` the script passes, and the harness fails before the first model call
+on any task with tool servers. A runtime prepares a uv script once per program text
+(`Runtime.prepare_uv_script`) and then runs the prepared interpreter, so a native
+task's `setup`, which runs in the rollout's runtime just before the harness's own,
+prepares the null harness's program there first, resolved before mcp 2.0 in a uv
+cache of its own (`prepare_null_harness`), and
 
     eval openenv-v1 --taskset.tool-calls native --harness.id null
 
-works. The package's own harness (`openenv_v1.vf02.harness`, the default) runs no
-program and needs none of this.
+works. The package's own harness (`openenv_v1.vf02.harness`) needs none of this.
 """
 
 from __future__ import annotations

@@ -4,30 +4,17 @@
     tasks = taskset.load()   # one OpenEnvTask per reset, name "openenv/wordle#0"
     OpenEnvConfig(base_url=url, split="test", num_tasks=50)   # the env's own tasks
 
-Without `resets`, an env whose server offers OpenEnv's Task API gives the tasks
-(`openenv_v1.core.tasks`): listed from `base_url`, or from the first server of the
-shared-server pool (launched anyway), or else from a launch of its own for the
-listing. The env folder's `openenv.yaml` (`openenv_v1.core.manifest`) sets default
-episode budget and reward range and is checked for credentials when the taskset is
-built.
-
 The user simulator (`OpenEnvUser`) plays the episode and keeps its account on the
 rollout state; the task turns that account into the reward (`openenv_reward`, the sum
-of step rewards), stop conditions (`openenv_done`, `openenv_invalid_actions`) and
-metrics. An environment failure ends the rollout with a `UserError` naming the cause,
-after what was earned has been written to `trace.info["openenv"]` and the metrics;
-an episode whose reset left nothing to play is such a failure, and metric
-`openenv_ended_at_reset` (1) counts it.
+of step rewards), stop conditions and metrics. An environment failure ends the
+rollout with a `UserError` naming the cause, after what was earned has been written
+to `trace.info["openenv"]` and the metrics.
 
-With native tool calling (`tool_calls="native"`) the taskset also declares the eval's
-tool server, `OpenEnvTools` (`openenv_v1.vf02.tools`), which forwards the model's tool calls
-to the rollout's user simulator. The stops, which verifiers runs before every model
-call, then also stamp the model turn on the state and count the calls of the last
-reply that the harness answered itself without reaching the tool server (a tool the
-model was not given, arguments that are not a JSON object) as invalid actions. The
-model's side is the package's in-process harness (`openenv_v1.vf02.harness`) unless
-`--harness.id` pins another; for verifiers' `null` harness the task's `setup`
-prepares the program it runs (`openenv_v1.vf02.null_harness`).
+With native tool calling the taskset also declares the eval's tool server
+(`openenv_v1.vf02.tools`), and the stops, which verifiers runs before every model
+call, stamp the model turn on the state and count as invalid actions the calls of
+the last reply the harness answered itself (a tool the model was not given,
+arguments that are not a JSON object).
 """
 
 from __future__ import annotations
@@ -77,10 +64,9 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     """The taskset's simulator fork server, started by the first rollout."""
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
-        """Runs before the harness's own setup, in the same runtime, and before
-        verifiers launches the user simulator. Native tool calls with verifiers'
-        `null` harness: prepare its program so that it works with tools
-        (`openenv_v1.vf02.null_harness`). Then wait for a simulator slot."""
+        """Before the harness's own setup and the simulator's launch: prepare
+        verifiers' `null` harness for tools (`openenv_v1.vf02.null_harness`), wait
+        for a simulator slot, start the fork server (once)."""
         if self.data.tool_calls == "native":
             await prepare_null_harness(trace.agent.harness, runtime)
         if self.slots is not None:
@@ -96,7 +82,8 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
             self.slots.started(trace)  # it is serving: its start slot can go
         report = trace.state.account
         self._note_model_turns(trace)
-        _publish(trace)
+        # The trace keeps the account even if the rollout errors before scoring.
+        publish_account(trace.info, report, EVAL_FLAGS)
         if report.error:
             # A failed rollout is not scored: its metric is recorded here.
             trace.record_metric("openenv_ended_at_reset", float(report.ended_at_reset))
@@ -128,7 +115,7 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
         """The final account onto the trace. The stops publish it before each model
         call; a rollout that ends without one after its last step (a turn limit, the
         harness ending) would otherwise keep the account of the step before."""
-        _publish(trace)
+        publish_account(trace.info, trace.state.account, EVAL_FLAGS)
 
     @vf.reward
     async def openenv_reward(self, trace: vf.Trace) -> float:
@@ -182,20 +169,11 @@ def _is_object(arguments: str) -> bool:
         return False
 
 
-def _publish(trace: vf.Trace) -> None:
-    """Mirror the episode account onto the trace, which keeps it even if the rollout
-    errors before scoring (the state itself is never serialized)."""
-    publish_account(trace.info, trace.state.account, EVAL_FLAGS)
-
-
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
-    """One task per reset. Building the taskset settles this process for the eval
-    (`prepare_eval_process`, and one TLS context for verifiers' MCP clients) and
-    builds its `TasksetCore`; when `config.leases_servers()` it starts the
-    `ServerPool` (or a `base_url` list's `UrlPool`), so the first env server comes
-    up while verifiers is still starting; the pool's servers are stopped by `close()` or at process exit. With
-    simulators on this host it also picks the socket of its simulator fork server
-    (`simulator_forks`), which the first rollout starts."""
+    """One task per reset. Building it settles this process for the eval, builds its
+    `TasksetCore`, starts the shared servers' pool (when `config.leases_servers()`,
+    so the first env server comes up while verifiers is still starting; stopped by
+    `close()` or at exit) and picks its simulator fork server's socket."""
 
     def __init__(self, config: OpenEnvConfig) -> None:
         super().__init__(config)

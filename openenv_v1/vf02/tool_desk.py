@@ -1,29 +1,20 @@
 """The user simulator's side of native tool calling: each forwarded tool call is
 stepped once on the rollout's env session, and answered.
 
-With `tool_calls="native"` the env session stays where text mode keeps it, in the
-rollout's user simulator. verifiers 0.2.x sends the model's tool calls only to tool
-servers, so the eval runs one shared tool server (`openenv_v1.vf02.tools`) that lists the
-tools and forwards every call to the rollout's simulator: a plain HTTP POST to the
-simulator's desk (`open_desk`; one request, where an MCP call takes a session of its
-own). The simulator leaves the
-tools and its address on the rollout state before it serves; the shared server reads
-them there, under the rollout's state channel.
+verifiers 0.2 sends the model's tool calls only to tool servers, so the eval's tool
+server (`openenv_v1.vf02.tools`) forwards every call to the rollout's simulator,
+which keeps the env session: one HTTP POST to the simulator's desk. The desk is an
+endpoint of its own (`open_desk`, a `local_http.LocalEndpoint`: a unix socket in a
+0700 directory, a per-rollout token), not a route of the simulator's MCP server (a
+TCP port any local process can reach); its address travels only on the rollout
+state, which verifiers keeps out of every dump.
 
-The desk is not a route of the simulator's MCP server (a TCP port any local process
-can reach) but an endpoint of its own (`open_desk`, a `local_http.LocalEndpoint`): a
-unix socket in a 0700 directory, a per-rollout token, JSON only, bounded
-connections. Its address (socket and token) travels only on the rollout state,
-which verifiers keeps out of every dump and serves only under the rollout's secret.
-
-Retries: the null harness retries a tool call whose answer was lost, on a fresh
-session, and MCP calls carry no idempotency key (the forwarder retries too). A call is
-therefore keyed by the model turn it belongs to (`state.turn`, stamped by the task's
-stops before each model call), its tool and its arguments; a call with the key of the
-one before it is the same delivery and gets that call's result without a second step
-(two identical calls in one reply are taken as one). The step runs as a task of its
-own, so a retry that arrives while the first attempt is still stepping (or after that
-attempt's request was cancelled) waits for it rather than stepping again.
+Retries: the harness and the forwarder both retry a call whose answer was lost, and
+MCP calls carry no idempotency key. A call is therefore keyed by its model turn
+(`state.turn`, stamped by the task's stops), its tool and its arguments; a call with
+the key of the one before it gets that call's result without a second step (two
+identical calls in one reply are taken as one). The step runs as a task of its own,
+so a retry that arrives while it is still stepping waits for it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """`OpenEnvTools`: native tool calling, the env's actions as the model's own tools.
 
-    eval openenv-v1 --taskset.env org/env --taskset.tool-calls native
-
-With `tool_calls="native"` the taskset declares this tool server; verifiers starts one
-per eval (or per env-server worker) and tags each rollout's connection with the
-rollout's state channel. Its tools are an MCP env's own tools (name, description,
-input schema), or for any other env one tool, `act`, whose parameters are the action
-schema, as the rollout's user simulator left them on the state after reset. Each call
-is forwarded (one HTTP request on the simulator's desk, a unix socket with a
-per-rollout token) to that simulator, which owns the env
-session as in text mode and steps it once (`openenv_v1.vf02.tool_desk` says how, and why a redelivered call is safe); its
-answer comes back as the tool message.
-
-A toolset's tools are normally its decorated methods, fixed by the class. These are
-known per rollout, after reset, so `register_tools` (the one place that touches
-FastMCP's low-level server) lists and dispatches them.
+With `tool_calls="native"` the taskset declares this tool server; verifiers starts
+one per eval (or per env-server worker) and tags each rollout's connection with the
+rollout's state channel. Its tools are those the rollout's user simulator left on
+the state after reset (an MCP env's own, or one `act` tool taking the action); each
+call is forwarded to that simulator's desk, which steps it once
+(`openenv_v1.vf02.tool_desk`), and its answer comes back as the tool message.
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """`OpenEnvUser`: the verifiers user simulator that plays one OpenEnv episode.
 
 verifiers runs it per rollout as `python -m openenv_v1.vf02.user`. `setup_task`
-launches or connects (everything opened is closed by the user's exit stack), reads the
-action contract and resets, through the taskset core both lines share
-(`openenv_v1.taskset_core.open_and_reset`); `respond` turns each model reply into a
-step via `EnvEpisode`, and each turn it returns into a user message: its text, then its
-images as `image_url` parts (`taskset_core.user_message`).
-
-With native tool calling (`tool_calls="native"`) the simulator keeps the session too.
-It leaves the model's tools and its own address on the rollout state before it serves;
-the eval's tool server (`openenv_v1.vf02.tools`) forwards each tool call to it, and it steps
-each one once (`openenv_v1.vf02.tool_desk`). A reply that calls no tool is stepped as the
-tool call its text writes, if any (`EnvEpisode.reply_without_call`); else it gets a
-reminder, counted as an invalid action.
+opens and resets the episode through the taskset core
+(`openenv_v1.taskset_core.open_and_reset`; its exit stack closes it); `respond`
+steps each model reply (`EnvEpisode`) and returns the turn as a user message. With
+native tool calling it leaves the model's tools and its desk's address on the
+rollout state before it serves, and steps each forwarded call once
+(`openenv_v1.vf02.tool_desk`).
 
 Neither hook raises for an env failure, on purpose: a raising `setup_task` leaves the
 server unserved while verifiers keeps probing it for minutes, and a raising `respond`
 reaches the trace only as an unreadable JSON error. Instead the failure is put on the
 rollout state, and the task's `openenv_done` stop raises it as the rollout's error.
-
-Run as the simulator, the module first asks the taskset's fork server for a fork
-that has imported all this already (`openenv_v1.vf02.simulator.forks`); without one,
-it hides the packages of verifiers a simulator never uses
-(`openenv_v1.vf02.simulator.light_verifiers`), which makes a fresh start about three times
-cheaper.
 """
 
 from __future__ import annotations

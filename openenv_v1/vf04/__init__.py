@@ -3,13 +3,6 @@ env (played in the eval process) and an in-process chat harness.
 
     vf-eval openenv-v1 --env.taskset.env openenv/echo-env -m <model>
     vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000 -m <model>
-
-    config.py   OpenEnvConfig: the shared settings (`openenv_v1.settings`) on 0.4
-    taskset.py  OpenEnvTaskset: one task per reset (`openenv_v1.taskset_core`)
-    env.py      OpenEnvEnv: shared servers (start/stop), one episode per rollout
-    chat.py     OpenEnvChatHarness: one model call per turn, no program per turn
-    native.py   native tool calls: the episode lent to the harness, one step per call
-    flags.py    how `vf-eval` spells a setting a message names (no verifiers import)
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """`OpenEnvChatHarness`: the model's side of an OpenEnv episode, in process.
 
-verifiers 0.4 runs every agent turn through a harness. Its built-in chat harnesses
-(`null`, `bash`) start a program (`uv run` of a chat script) for every segment, and
-an OpenEnv episode is one segment per env step: that start-up, not the env or the
-model, would set the pace. This harness makes the one model call a segment needs
-from the eval process itself, through the interception endpoint verifiers hands it
-(so the call is recorded on the trace like any other), and returns a synthetic
-success, as `Harness.launch` allows.
-
-    vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000 -m <model>
-
-With native tool calling (`--env.taskset.tool-calls native`) a segment is the model's
-turn as a tool-calling loop: the harness passes the episode's tools (lent by the env,
-`openenv_v1.vf04.native`) with each model call and runs each tool call as one step,
-in process, until a reply calls no tool or the episode is over. Every model call
-still goes through the interception, so the trace holds the tool calls and results.
-
-It is the default harness of the `openenv-v1` tasksets (exported from the package);
-pin another with `--env.player.harness.id <id>` (text tool calls only).
+verifiers 0.4's built-in chat harnesses start a program for every segment, and an
+OpenEnv episode is one segment per env step. This harness makes a segment's model
+call from the eval process, through the interception endpoint verifiers hands it (so
+the trace records it), and returns a synthetic success, as `Harness.launch` allows.
+With native tool calling a segment is the model's tool-calling loop on the episode's
+tools (lent by the env, `openenv_v1.vf04.native`), each call one step, until a reply
+calls no tool or the episode is over. The default harness of the `openenv-v1`
+tasksets (`--env.player.harness.id <id>` pins another, text tool calls only).
 """
 
 from __future__ import annotations

@@ -1,31 +1,17 @@
 """`OpenEnvEnv`: one OpenEnv episode per rollout, played in the eval process.
 
-verifiers 0.4 has no user simulator: an `Env` drives its agents. This one opens an
-episode through the taskset core both lines share (`openenv_v1.taskset_core`:
-`open_and_reset` on a shared server's session, a launch of its own, or a `base_url`
-connection), resets, and opens the conversation with the reset
-observation; then each of the player's replies becomes an action and a step, and the
-next observation the next user turn, until the env is `done`, the invalid actions
-run out, or the player stops. The shared servers of a UV launch are started in
-`start()` (once per eval or env-server process) and stopped in `stop()`.
+verifiers 0.4 has no user simulator: an `Env` drives its agents. This one opens and
+resets an episode through the taskset core (`openenv_v1.taskset_core.open_and_reset`)
+and opens the conversation with the reset observation; each reply of the player
+becomes a step and the next observation the next user turn, until the env is `done`,
+the invalid actions run out, or the player stops. With native tool calling the
+episode's tools are lent to the chat harness for the play (`openenv_v1.vf04.native`);
+a reply that calls no tool is stepped as the tool call its text writes, if any, else
+gets a reminder, counted as an invalid action. Each reply goes to the episode with
+its `finish_reason` (a reply cut at the length limit is no action).
 
-    async with agents.player.interaction(task) as interaction:
-        segment = await interaction.turn(opening)          # reset observation
-        turn = await episode.act(segment.last_reply)       # reply -> step
-
-With native tool calling (`tool_calls="native"`) the episode's tools are lent to the
-chat harness for the play (`openenv_v1.vf04.native`): a segment is the model's
-tool-calling loop, each call one step; a reply that calls no tool is stepped as the
-tool call its text writes, if any, else gets a reminder, counted as an invalid action.
-Each reply goes to the episode with the model call's `finish_reason` (a reply cut at
-the length limit is no action).
-
-The account (`openenv_reward` = summed step rewards, stop `openenv_done` or
-`openenv_invalid_actions`, the metrics, `info["openenv"]`) is written onto the trace
-on every path, so an env failure keeps what was earned; it then fails the rollout
-with an error naming the cause. An episode whose reset left nothing to play (the env
-ended it there, or said it failed) is such a failure, counted by metric
-`openenv_ended_at_reset`.
+The account is written onto the trace on every path (`record`), so an env failure
+keeps what was earned; it then fails the rollout with an error naming the cause.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Native tool calling on verifiers 0.4: the episode's tools, lent to the chat harness.
 
-On verifiers 0.4 the env (`OpenEnvEnv`) and the chat harness (`OpenEnvChatHarness`)
-run in one process, so a tool call needs no tool server and no forwarding. While a
-native episode is played, the env lends it under the rollout's trace id; the harness
-borrows it there, passes its tools with each model call, and runs each tool call the
-model makes as one step of the episode (exactly once: nothing crosses a process), until
-a reply calls no tool or the episode is over.
+The env (`OpenEnvEnv`) and the chat harness run in one process, so a tool call needs
+no tool server: the env lends the episode under the rollout's trace id while it is
+played, and the harness runs each tool call as one step of it (exactly once).
 
     with lend(trace.id, episode):                  # OpenEnvEnv, around the play
-        ...
-    tools = borrowed(trace.id)                     # OpenEnvChatHarness.launch
-    messages.append(await tools.run(call.id, name, arguments))  # one step, one answer
+        tools = borrowed(trace.id)                 # OpenEnvChatHarness.launch
 
-The tools are the core's (`ActionSpec.model_tools`): an MCP env's own tools, or one
-`act` tool taking the action. A tool result is the step's turn (`Turn.chat_content`):
-its text, and its images as `image_url` parts (as verifiers' own harnesses return MCP
-images).
+The tools are the core's (`ActionSpec.model_tools`); a tool result is the step's turn
+(`Turn.chat_content`), its images as `image_url` parts.
 """
 
 from __future__ import annotations

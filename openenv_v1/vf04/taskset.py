@@ -5,14 +5,10 @@ env's own (OpenEnv's Task API, when `resets` is unset and the server offers it).
     tasks = list(taskset)   # one OpenEnvTask per reset, name "openenv/wordle#0"
     OpenEnvConfig(base_url=url, split="test")   # tasks "test#0", "test#1", ...
 
-A task carries what its episode needs (`openenv_v1.taskset_core.OpenEnvData`, the
-same on both lines): where the env comes from and the reset's keyword arguments.
-`prompt` is None: the env (`OpenEnvEnv`) opens the conversation with the reset
-observation. Its `key` (what `--resume` matches) is what the task is:
-the env and its reset kwargs, or split and index (`openenv_v1.core.tasks.task_key`),
-never its position. The env's tasks are listed from `base_url`, or else from a
-launch of the env for the listing only (the shared servers start later, in the
-env's `start()`): one more server start per eval.
+A task's data is `openenv_v1.taskset_core.OpenEnvData` (the same on both lines);
+`prompt` is None: the env opens the conversation with the reset observation. The
+env's tasks are listed from `base_url`, or else from a launch of the env for the
+listing only (the shared servers start later, in the env's `start()`).
 """
 
 from __future__ import annotations

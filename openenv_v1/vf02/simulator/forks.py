@@ -6,15 +6,9 @@ OpenEnv's client before it serves. So each process that runs rollouts owns one *
 server* (`SimulatorForks`, here), which imports all that once, and each rollout's
 simulator command only asks it for a fork. Three processes, a module each:
 
-- the **launcher** (`launcher.py`), the process verifiers starts and owns, hands the
-  fork server its streams, environment, directory and arguments, passes stop
-  signals on to its fork and exits with its exit code; with no fork server that
-  answers, it runs the simulator itself;
-- the **fork server** (`fork_server.py`) forks one simulator per launcher that brings
-  the token, and exits within a second of its owner (the eval, or an `eval --server`
-  worker), however that ends;
-- the **fork** (`forked.py`) runs `OpenEnvUser.run()` as the launcher's simulator,
-  and stops itself when its launcher is gone.
+the **launcher** (`launcher.py`, the process verifiers starts and owns), the **fork
+server** (`fork_server.py`, which exits within a second of its owner however that
+ends) and the **fork** (`forked.py`, the launcher's simulator).
 
 The socket lives in a directory only this user can open, and the fork server forks
 only for a launcher that brings its per-eval token (`simulator_forks_token` in the
@@ -122,13 +116,11 @@ class SimulatorForks:
             await asyncio.to_thread(self.ensure_started)
 
     def ensure_started(self) -> None:
-        """Start the fork server (once; later calls return at once) and wait until
-        it listens (at most `BIND_TIMEOUT_S`); it imports in the background while
-        launchers queue on its socket. It gets the socket and the owner's pid in
-        its arguments, the token on its standard input, and this process's
-        environment `without_credentials`; it leads a session of its own (its group
-        holds the forks: `close()` ends all). Stopped by `close()`, at exit, or when
-        this process dies."""
+        """Start the fork server (once) and wait until it listens (at most
+        `BIND_TIMEOUT_S`; it imports while launchers queue on its socket). The token
+        goes on its standard input, the environment `without_credentials`; its
+        session holds its forks. Stopped by `close()`, at exit, or when this process
+        dies."""
         with self._lock:
             if self._proc is not None:
                 return

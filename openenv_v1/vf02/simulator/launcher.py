@@ -1,13 +1,12 @@
 """The launcher: the simulator process verifiers starts and owns, run as a fork.
 
-Before importing anything heavy, `python -m openenv_v1.vf02.user` reads the fork
-server's socket from its config (`simulator_forks`), hands over its environment,
-working directory, arguments and standard streams, and waits. It forwards SIGTERM,
-SIGINT and SIGHUP to its fork (a fork left running past `STOP_GRACE_S` after that is
-killed), removes the port file verifiers gave the simulator (`MCP_PORT_FILE`, which
-verifiers leaves behind), and exits with the fork's exit code. It dies with the eval
-(a parent-death SIGTERM, passed on to its fork). With no fork server configured, or
-one that does not answer within `ANSWER_TIMEOUT_S`, it runs the simulator itself.
+Before importing anything heavy, `python -m openenv_v1.vf02.user` hands the fork
+server (`simulator_forks` in its config) its environment, working directory,
+arguments and standard streams, and waits. It forwards SIGTERM, SIGINT and SIGHUP
+to its fork (killed `STOP_GRACE_S` later if still running), and exits with the
+fork's exit code. It dies with the eval (a parent-death SIGTERM, passed on to its
+fork). With no fork server that answers within `ANSWER_TIMEOUT_S`, it runs the
+simulator itself.
 """
 
 from __future__ import annotations

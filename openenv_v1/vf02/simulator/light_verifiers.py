@@ -1,25 +1,19 @@
 """Start the user simulator without the parts of verifiers it never runs.
 
-verifiers 0.2 starts the simulator once per rollout (`python -m openenv_v1.vf02.user`),
-and `import verifiers.v1` imports all of verifiers: 6-10 s of CPU on a small machine,
-most of it anthropic (its client and types, through verifiers' model clients) and
-sympy (through math_verify, for math scoring). A simulator calls neither. At 64
-rollouts in flight on 2 cores, 64 such starts never all reported their port within
-verifiers' 180 s.
-
-`hide_unused_modules()`, called in the simulator process (and in the native tool
-server, `openenv_v1.vf02.tools`, which calls none of them either) before verifiers is
-first imported, gives those packages as placeholders: importing them and naming what they
-define works (verifiers' modules do both while they load), but calling anything in
-them, or reading an attribute off it, raises `UnusedModuleError` naming the package and
-the way back. verifiers itself is imported whole and unpatched; only the packages in
-`UNUSED` are affected, and only in the process that calls this.
+`import verifiers.v1` imports all of verifiers: 6-10 s of CPU on a small machine,
+most of it anthropic and sympy (through math_verify), which a simulator never calls;
+at 64 rollouts in flight on 2 cores, 64 such starts never all reported their port
+within verifiers' 180 s. `hide_unused_modules()`, called before verifiers is first
+imported (in the simulator, and in the native tool server), gives those packages as
+placeholders: importing them and naming what they define works (verifiers' modules
+do both while they load), but calling anything in them, or reading an attribute off
+it, raises `UnusedModuleError` naming the package and the way back. Only the
+packages in `UNUSED` are affected, and only in the process that calls it.
 
     hide_unused_modules()            # first thing in the simulator process
     import verifiers.v1 as vf        # now ~3x cheaper
 
-`OPENENV_V1_FULL_IMPORT=1` in the eval's environment turns it off (the simulator then
-imports everything, as before; `benchmarks/run.py` measures both).
+`OPENENV_V1_FULL_IMPORT=1` in the eval's environment turns it off.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """How many verifiers 0.2 user simulators one eval runs at once: the rest wait.
 
-verifiers 0.2 runs a user simulator process per rollout (~120 MB resident, and a few
-seconds of CPU to start), as many as the eval's `-c` (128 by default). That number
-never reaches the taskset: verifiers keeps `max_concurrent` to its runner (and leaves
-it out of the config an `eval --server` worker gets). So the gate is on our side of
-each rollout, in the process that runs it (the eval, or each env-server worker):
+verifiers 0.2 runs a user simulator process per rollout, as many as the eval's `-c`,
+a number that never reaches the taskset. So the gate is on our side of each rollout,
+in the process that runs it (the eval, or each env-server worker):
 
 - at most `starting` simulators start at once: a start is CPU-bound, and verifiers
-  gives each only 180 s to report its port, so a burst of starts on a small machine
-  would all miss it together. A slot is taken in the task's `setup` (before verifiers
-  launches the simulator) and given back at the rollout's first stop check (the
-  simulator is serving by then) or when the rollout ends;
-- at most `alive` simulators exist at once, a bound on memory. Past it rollouts wait
-  in `setup` for one to end, and the eval says so once, naming the ways to run more.
-  A slot is given back once its rollout has ended *and* its simulator process has
-  exited: verifiers only signals it at teardown, and a simulator closing its env
-  session still holds its memory.
+  gives each only 180 s to report its port. A slot is taken in the task's `setup`
+  and given back at the rollout's first stop check (the simulator is serving by
+  then) or when the rollout ends;
+- at most `alive` simulators exist at once, a bound on memory; past it rollouts wait
+  in `setup`, and the eval says so once. A slot is given back once its rollout has
+  ended *and* its simulator process has exited (one closing its env session still
+  holds its memory).
 
     slots = SimulatorSlots(alive=32, starting=4)
     await slots.enter(trace)     # OpenEnvTask.setup
