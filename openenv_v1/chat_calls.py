@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
     from openai.types.chat import ChatCompletionMessage
 
-__all__ = ["ChatTools", "call_tools", "model_client"]
+__all__ = ["ChatTools", "call_tools", "function_tool", "model_client"]
 
 
 def model_client(endpoint: str, secret: str, timeout_s: float | None) -> AsyncOpenAI:
@@ -37,6 +37,12 @@ def model_client(endpoint: str, secret: str, timeout_s: float | None) -> AsyncOp
         max_retries=2,
         http_client=async_client(timeout_s),
     )
+
+
+def function_tool(name: str, description: str, parameters: Any) -> dict[str, Any]:
+    """One tool of a chat completion request's `tools`."""
+    function = {"name": name, "description": description, "parameters": parameters}
+    return {"type": "function", "function": function}
 
 
 class ChatTools(Protocol):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 import verifiers.v1 as vf
 from pydantic import model_validator
 
-from openenv_v1.chat_calls import call_tools, model_client
+from openenv_v1.chat_calls import call_tools, function_tool, model_client
 from openenv_v1.chat_opening import opening_messages
 from openenv_v1.core.http_client import async_client
 
@@ -178,14 +178,7 @@ class ToolServers:
                         raise ValueError(f"two tool servers advertise {name!r}")
                     servers.routes[name] = (server, tool.name)
                     servers.specs.append(
-                        {
-                            "type": "function",
-                            "function": {
-                                "name": name,
-                                "description": tool.description or "",
-                                "parameters": tool.inputSchema,
-                            },
-                        }
+                        function_tool(name, tool.description or "", tool.inputSchema)
                     )
         return servers
 

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from openenv_v1.chat_calls import function_tool
 from openenv_v1.core import EnvEpisode
 
 _lent: dict[str, EpisodeTools] = {}
@@ -29,14 +30,7 @@ class EpisodeTools:
     def __init__(self, episode: EnvEpisode) -> None:
         self.episode = episode
         self.specs: list[dict[str, Any]] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.input_schema,
-                },
-            }
+            function_tool(tool.name, tool.description, tool.input_schema)
             for tool in episode.spec.model_tools()
         ]
         """The `tools` of a chat completion request."""
