@@ -1,9 +1,6 @@
-"""A scripted Wordle player: reads the game's feedback from the conversation and
-guesses a word consistent with all of it.
-
-It knows nothing of the env's internals, only the text a model would see: "You
-submitted [crane]." followed by the letter row and a G/Y/X row, and "Invalid move:
-[xxxxx] ..." for refused guesses. Both plain and JSON-escaped newlines are read.
+"""A scripted Wordle player: guesses a word consistent with all the feedback in the
+conversation, from the text a model sees ("You submitted [crane]." with its G/Y/X
+row, "Invalid move: [xxxxx]"; plain or JSON-escaped newlines).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """What to try when `openenv-v1 check` fails: a hint from the error text or stage.
 
-The errors come from the rollout code, and the settings they name reach the report
-as `check`'s flags already (`cli/flags.py`): a hint adds what the error does
-not say, and an error that says its own fix gets none (its pattern still stops the
-search, so a later pattern's hint does not mislead). A hint about reaching a server
-by URL is given only when the check connected to one (`--base-url`); a launch gets
-the launch hints.
+A hint adds what the error does not say; an error that says its own fix gets none
+(its pattern still stops the search, so a later pattern's hint does not mislead).
 """
 
 from __future__ import annotations
@@ -15,7 +11,7 @@ from typing import Literal
 
 _Applies = Literal["any", "base_url", "launch"]
 
-# (pattern, hint or None (the error says its fix), when it applies), first match wins.
+# (pattern, hint or None, when it applies: a launch, a --base-url, any); first wins.
 _HINTS: list[tuple[str, str | None, _Applies]] = [
     (r"forward .* by name with `--forward-env`", None, "any"),
     (
@@ -112,8 +108,8 @@ def hint_for(
     stage: str, error: str, *, base_url: bool = False, reset_keys: bool = True
 ) -> str | None:
     """A suggested fix for a failure, from the error text, else from the stage.
-    `base_url`: the check connected to a running server rather than launching one;
-    `reset_keys`: the reset had kwargs (a hint about them only applies then)."""
+    `base_url`: the check connected to a running server; `reset_keys`: the reset
+    had kwargs."""
     for pattern, hint, applies in _HINTS:
         if applies == ("launch" if base_url else "base_url"):
             continue

@@ -12,7 +12,6 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
 
 from openenv_v1.core.launch.process_group import (
     proc_stats,
@@ -33,7 +32,6 @@ class OwnedProcess:
         *,
         log_path: Path | None = None,
         env: dict[str, str] | None = None,
-        cwd: Path | None = None,
         stop_signal: int = signal.SIGTERM,
         grace_s: float = 10.0,
     ) -> None:
@@ -43,18 +41,13 @@ class OwnedProcess:
         self.log_path = log_path
         self.stop_signal = stop_signal
         self.grace_s = grace_s
-        log: IO[bytes] | None = log_path.open("wb") if log_path else None
-        try:
+        with log_path.open("wb") if log_path else contextlib.nullcontext() as log:
             self.popen = start_group(
                 command,
                 stdout=log,
                 stderr=subprocess.STDOUT if log else None,
                 env=env,
-                cwd=cwd,
             )
-        finally:
-            if log is not None:
-                log.close()
 
     def poll(self) -> int | None:
         return self.popen.poll()

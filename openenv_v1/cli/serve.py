@@ -2,14 +2,10 @@
 
     python -m openenv_v1.cli.serve wordle_env.server.app:app --port 0 --port-file F
 
-`uvicorn --port 0` picks a free port but does not tell which; and with a fixed port, a
-caller polling it cannot tell its own server from another one already listening
-there. Here the port is bound before the app is imported (a taken port fails at once,
-with the OS error) and written to `--port-file`, so the caller polls its own server.
-
-The app is imported with gradio hidden, as the UV launcher serves an env unless told
-otherwise: OpenEnv's server treats its web UI as optional, and importing gradio
-triples an OpenEnv app's start-up. `--web-ui` keeps it.
+The port is bound before the app is imported (a taken port fails at once) and
+written to `--port-file`, so the caller polls its own server, not another one
+listening there. The app is imported with gradio hidden (it triples an OpenEnv
+app's start-up), as the UV launcher serves an env; `--web-ui` keeps it.
 """
 
 from __future__ import annotations
