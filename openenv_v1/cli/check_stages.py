@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,7 +153,7 @@ async def play_reset(run: CheckRun) -> ResetPlayed:
     try:
         turn = await episode.reset(options.reset)
     except EnvFailure as e:
-        raise StageFailed(await _explained(run, str(e), False)) from e
+        raise StageFailed(await _explained(run, str(e))) from e
     _warn_unknown_keys(run)
     if episode.report.ended_at_reset:
         raise StageFailed(str(episode.report.error))
@@ -194,16 +195,12 @@ async def play_step(run: CheckRun) -> StepPlayed:
     assert stepped is not None
     observation = stepped.observation
     if said := said_failure(observation):
-        raise StageFailed(
-            await _explained(run, f"the env's step failed: {said}", False)
-        )
+        raise StageFailed(await _explained(run, f"the env's step failed: {said}"))
     shown = json.dumps(observation, default=str)
     if named := named_in(shown, await asyncio.to_thread(_lacking, run)):
         names = ", ".join(v.name for v in named)
         raise StageFailed(
-            await _explained(
-                run, f"the step's reply names {names}: {shown[:300]}", False
-            )
+            await _explained(run, f"the step's reply names {names}: {shown[:300]}")
         )
     return StepPlayed(stepped, turn, action=action)
 
@@ -216,20 +213,19 @@ def _lacking(run: CheckRun) -> tuple[EnvVariable, ...]:
 
 
 def explainer(options: CheckOptions) -> Callable[[str, bool], str]:
-    """The check's episode's `explain`: a failure's text with what the launch lacks
-    (`env_project.explain_lacking`), as a rollout's failure says it."""
+    """The check's episode's `explain`, as a rollout's: a failure's text with what
+    the launch lacks (`env_project.explain_lacking`)."""
     target = options.target
-    passed = passed_variables(target.provider_kwargs, target.secret_env)
-
-    def explain(text: str, at_reset: bool) -> str:
-        source = env_source_dir(target)
-        return explain_lacking(text, at_reset, source_dir=source, passed=passed)
-
-    return explain
+    return functools.partial(
+        explain_lacking,
+        source_dir=env_source_dir(target),
+        passed=passed_variables(target.provider_kwargs, target.secret_env),
+    )
 
 
-async def _explained(run: CheckRun, text: str, at_reset: bool) -> str:
-    return await asyncio.to_thread(explainer(run.options), text, at_reset)
+async def _explained(run: CheckRun, text: str) -> str:
+    """`text`, a failure, with the variables it names that the launch lacks."""
+    return await asyncio.to_thread(run.episode.explain, text, False)
 
 
 async def _warn_lacking_credentials(run: CheckRun) -> None:

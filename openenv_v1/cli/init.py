@@ -104,7 +104,8 @@ def find_defaults(args: argparse.Namespace) -> Findings:
     first = ["--reset", json.dumps(resets[0])] if resets and resets[0] else []
     reply, stepped = accepted_reply([*where, *first], example_replies(report))
     notes = [f"app {stepped['app']['app']}"] if stepped.get("app") else []
-    notes.append(_resets_note(resets))
+    kind = _resets_kind(resets)
+    notes.append(_RESETS_NOTES[kind].format(count=len(resets or ())))
     notes.append("an MCP env" if stepped.get("tools") else "a text action")
     launch: dict[str, Any] = {}
     if not args.base_url:
@@ -152,14 +153,6 @@ def _reset_params(args: argparse.Namespace) -> ResetParams | None:
         return None
     folder = Path(args.project_path).expanduser()
     return read_reset_params(folder) if folder.is_dir() else None
-
-
-def _resets_note(resets: list[dict[str, Any]] | None) -> str:
-    if resets is None:
-        return "the env's own tasks (Task API)"
-    if len(resets) > 1:
-        return f"{len(resets)} seeded resets (its reset takes a seed)"
-    return "one empty reset"
 
 
 def accepted_reply(where: list[str], replies: list[str]) -> tuple[str, dict[str, Any]]:
@@ -280,6 +273,11 @@ def _resets_kind(resets: list[dict[str, Any]] | None) -> str:
     return "seeds" if any("seed" in r for r in resets) else "one"
 
 
+_RESETS_NOTES = {
+    "tasks": "the env's own tasks (Task API)",
+    "seeds": "{count} seeded resets (its reset takes a seed)",
+    "one": "one empty reset",
+}
 _EDIT = """Edit here: one dict of reset kwargs per task, or None for the env's own tasks
 (OpenEnv's Task API), if it serves them."""
 _RESETS_DOCS = {
