@@ -112,9 +112,7 @@ async def _seed_honoured(run: CheckRun) -> SeedCheck:
     different). Rollouts of a group share a start only on an env that honours
     seeds."""
     try:
-        one = await _seeded_reset(run, 1)
-        again = await _seeded_reset(run, 1)
-        two = await _seeded_reset(run, 2)
+        one, again, two = [await _seeded_reset(run, seed) for seed in (1, 1, 2)]
     except (StageFailed, EnvFailure) as e:
         return SeedCheck("error", ("reset",), error=str(e))
     repeat = _differences("reset", one, again)

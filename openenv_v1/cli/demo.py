@@ -122,35 +122,23 @@ def eval_command(
     (seeds 0..episodes-1), or with `env_url` None of `taskset` by its own settings;
     its outputs in `output_dir`."""
     prefix = "--env.taskset." if line == "vf04" else "--taskset."
-    native = [f"{prefix}tool-calls", "native"] if tool_calls == "native" else []
+    command = [str(_eval_program(line)), taskset]
+    if env_url is not None:
+        resets = json.dumps([{"seed": seed} for seed in range(episodes)])
+        command += [f"{prefix}base-url", env_url, f"{prefix}resets", resets]
+    if tool_calls == "native":
+        command += [f"{prefix}tool-calls", "native"]
+    command += ["-n", str(episodes), "-r", "1", "-c", str(concurrency)]
+    command += ["-m", MODEL, "--client.base-url", policy_url]
+    command += ["--client.api-key-var", KEY_VAR, "--no-push"]
     if line == "vf04":
-        command = "vf-eval"
-        output = ["-o", str(output_dir.parent), "--run.dir", output_dir.name]
-    else:
-        command, output = "eval", ["-o", str(output_dir)]
-    return [
-        str(Path(sys.executable).parent / command),
-        taskset,
-        *_env_flags(prefix, env_url, episodes),
-        *native,
-        *_run_flags(episodes, concurrency, policy_url),
-        *output,
-    ]
+        return [*command, "-o", str(output_dir.parent), "--run.dir", output_dir.name]
+    return [*command, "-o", str(output_dir)]
 
 
-def _env_flags(prefix: str, env_url: str | None, episodes: int) -> list[str]:
-    if env_url is None:
-        return []
-    resets = json.dumps([{"seed": seed} for seed in range(episodes)])
-    return [f"{prefix}base-url", env_url, f"{prefix}resets", resets]
-
-
-def _run_flags(episodes: int, concurrency: int, policy_url: str) -> list[str]:
-    return [
-        *("-n", str(episodes), "-r", "1", "-c", str(concurrency)),
-        *("-m", MODEL, "--client.base-url", policy_url),
-        *("--client.api-key-var", KEY_VAR, "--no-push"),
-    ]
+def _eval_program(line: str) -> Path:
+    """verifiers' eval command of `line`, beside this Python."""
+    return Path(sys.executable).parent / ("vf-eval" if line == "vf04" else "eval")
 
 
 def _say(line: str) -> None:
@@ -193,9 +181,10 @@ def run_demo(args: argparse.Namespace) -> int:
         _say("error: --episodes and --concurrency must be at least 1")
         return 2
     line = verifiers_line()
-    program = "vf-eval" if line == "vf04" else "eval"
-    if not (Path(sys.executable).parent / program).exists():
-        _say(f"error: verifiers' `{program}` is not installed next to {sys.executable}")
+    if not (program := _eval_program(line)).exists():
+        _say(
+            f"error: verifiers' `{program.name}` is not installed next to {sys.executable}"
+        )
         return 1
     taskset = args.taskset or TASKSET
     output_dir = Path(args.output_dir or default_output_dir(line, taskset)).resolve()
@@ -207,10 +196,9 @@ def run_demo(args: argparse.Namespace) -> int:
     eval_code: int | None = None
     eval_s = 0.0
     with tempfile.TemporaryDirectory(prefix="openenv-v1-demo-") as tmp:
-        logs = Path(tmp)
         try:
             with _on_stop_signals(_interrupt):
-                env_url, policy_url = _start_servers(args, logs, owned)
+                env_url, policy_url = _start_servers(args, Path(tmp), owned)
                 flags = (args.episodes, args.concurrency, output_dir, args.tool_calls)
                 command = eval_command(
                     line, env_url, policy_url, *flags, taskset=taskset

@@ -62,10 +62,9 @@ class OwnedProcess:
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> int | None:
         """`stop_signal` to the group, up to `grace_s` (less once `hurry()` turns
         true), then SIGKILL (`stop_group`); the exit code."""
-        stop_group(
+        return stop_group(
             self.popen, grace_s=self.grace_s, stop_signal=self.stop_signal, hurry=hurry
         )
-        return self.popen.returncode
 
 
 def child_group_leaders() -> list[int]:
