@@ -9,12 +9,10 @@ Serves `POST /v1/chat/completions` (non-streaming) and `GET /v1/models`. Modes:
 - `free-text`: prose, no action; `empty`: an empty reply; `wrong-field`:
   `{"guess": "crane"}`.
 - `reasoning`: `solver` as a reasoning model without a reasoning parser writes it:
-  a `<think>` block naming another guess (`[fuzzy]`, also as JSON), then the guess;
-  its first two replies are cut off (`finish_reason: "length"`), the first inside
-  the reasoning; each carries `reasoning_content` naming `[fuzzy]`.
+  a `<think>` block naming another guess (`[fuzzy]`), then the guess; its first two
+  replies end `length`, the first inside the reasoning.
 - `tool-call-text`: `solver` as a tool-calling model without a tool parser writes
-  it: `<tool_call>{"name": "act", ...}</tool_call>` in the text, after a `<think>`
-  block holding another call.
+  it: `<tool_call>...</tool_call>` in the text, after a `<think>` holding another.
 - `script`: replies from `--script FILE` (a JSON list), by assistant-turn index.
 
 When the request carries tools, the reply is sent as tool calls (`tool_calls`).
@@ -85,10 +83,7 @@ def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> 
         return f"<think>{thought}</think>\n[{next_guess(conversation)}]"
     if mode == "tool-call-text":
         call = {"name": "act", "arguments": {"message": "[fuzzy]"}}
-        final = {
-            "name": "act",
-            "arguments": {"message": f"[{next_guess(conversation)}]"},
-        }
+        final = {**call, "arguments": {"message": f"[{next_guess(conversation)}]"}}
         return (
             f"<think>Maybe <tool_call>{json.dumps(call)}</tool_call>? No.</think>\n"
             f"<tool_call>\n{json.dumps(final)}\n</tool_call>"

@@ -43,19 +43,11 @@ def feedback_for(secret: str, guess: str) -> str:
     return "".join(row)
 
 
-def read_board(conversation: str) -> tuple[dict[str, str], set[str]]:
-    """(feedback row per guessed word, words the game refused) found in the text."""
-    board = {
-        word: row.replace(" ", "") for word, row in _FEEDBACK.findall(conversation)
-    }
-    refused = set(_REFUSED.findall(conversation))
-    return board, refused
-
-
 def next_guess(conversation: str) -> str:
     """The next guess: the best-covering word consistent with every feedback row."""
     answers, _ = _words()
-    board, refused = read_board(conversation)
+    board = {w: row.replace(" ", "") for w, row in _FEEDBACK.findall(conversation)}
+    refused = set(_REFUSED.findall(conversation))
     candidates = [
         w
         for w in answers

@@ -59,12 +59,10 @@ def _target_text(target: dict[str, Any]) -> str:
 def docker_lines(docker: DockerRun) -> list[str]:
     """The `image`, `build` and `container` lines of a Docker launch."""
     lines = _row("image", f"{docker.image}  ({docker.source})")
-    if docker.build == "built":
-        build = f"built in {docker.build_s}s"
-    elif docker.build == "reused":
-        build = f"reused (its files unchanged; {docker.build_s}s to find)"
-    else:
-        build = f"none ({docker.source}: run as it is)"
+    build = {
+        "built": f"built in {docker.build_s}s",
+        "reused": f"reused (its files unchanged; {docker.build_s}s to find)",
+    }.get(docker.build, f"none ({docker.source}: run as it is)")
     lines += _row("build", build)
     short_id = (docker.container_id or "")[:12]
     if docker.published is None:  # the internal network: no port published
