@@ -21,11 +21,7 @@ from openenv_v1.core.launch.cache import (
     prune_prepared_envs,
 )
 from openenv_v1.core.launch.docker.cli import docker_cli
-from openenv_v1.core.launch.docker.prune import (
-    EnvImage,
-    env_images,
-    remove_env_images,
-)
+from openenv_v1.core.launch.docker.prune import EnvImage, env_images, remove_env_images
 from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR, ENVS_DIR, cache_root
 
 __all__ = ["add_cache_parser", "run_cache"]
