@@ -1,21 +1,13 @@
 """Run any OpenEnv environment as a verifiers V1 taskset.
 
     uv run eval openenv-v1 --taskset.env openenv/echo-env
-    uv run eval openenv-v1 --taskset.base-url http://127.0.0.1:8000 -m <model>
-
-verifiers resolves the id to this module; besides the taskset it exports an
-in-process chat harness (`OpenEnvHarness`), the default harness of these tasksets.
-Subclass `OpenEnvConfig` to pin an env and its launch defaults (see
-`openenv_wordle_v1`). The OpenEnv-facing machinery lives in `openenv_v1.core`, which
-does not need verifiers; what both bindings share is in `openenv_v1.settings` (the
-settings, declared once) and `openenv_v1.taskset_core` (what a taskset builds from
-them). The names below are imported on first use, so `openenv_v1.core` (and the
-`openenv-v1` command) stay quick to load.
-
-On verifiers 0.4 (`uv sync --extra vf04`) the same names come from
-`openenv_v1.vf04`, plus its `OpenEnvEnv` and `OpenEnvChatHarness`:
-
     uv run vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000 -m <model>
+
+verifiers resolves the id to this module: the taskset, its config (subclass it to pin
+an env, as `openenv_wordle_v1` does) and the in-process chat harness, of verifiers
+0.2 (`openenv_v1.vf02`) or 0.4 (`openenv_v1.vf04`, plus `OpenEnvEnv`), whichever is
+installed. The names are imported on first use, so `openenv_v1.core` (and the
+`openenv-v1` command) stay quick to load.
 """
 
 from __future__ import annotations

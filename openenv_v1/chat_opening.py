@@ -1,8 +1,5 @@
-"""The opening messages of the package's chat harnesses, on both verifiers lines.
-
-`OpenEnvHarness` (verifiers 0.2) and `OpenEnvChatHarness` (0.4) both start a model
-call from the task's resolved prompt; verifiers keeps `message_to_wire` at the same
-place on both lines, so this is the one place that turns it into chat messages.
+"""The opening messages of the package's chat harnesses, on both verifiers lines
+(`message_to_wire` is at the same place on both).
 
     messages = opening_messages(*harness.resolve_prompt(data))
 """

@@ -2,37 +2,22 @@
 
     python -m openenv_v1.local_policy --mode solver --port 8001
 
-Serves `POST /v1/chat/completions` (non-streaming; all verifiers sends) and
-`GET /v1/models`. Modes:
+Serves `POST /v1/chat/completions` (non-streaming) and `GET /v1/models`. Modes:
 
-- `solver`: plays Wordle from the feedback in the conversation, replying "[word]".
-- `solver-json`: the same, as `{"message": "[word]"}`.
-- `free-text`: prose that is no action at all.
-- `empty`: an empty reply.
-- `wrong-field`: JSON with the wrong field, `{"guess": "crane"}`.
-- `slow`: `solver` after `--delay` seconds.
-- `reasoning`: `solver` as a reasoning model without a reasoning parser writes it: a
-  `<think>` block that mentions another guess (`[fuzzy]`, also as JSON), then the
-  guess. Its first reply is cut off inside the reasoning and its second after it
-  (`finish_reason: "length"` both times; the second is otherwise a valid guess).
-  Each reply also carries `reasoning_content` naming `[fuzzy]`.
-- `tool-call-text`: `solver` as a tool-calling model served without a tool parser
-  writes it: `<tool_call>{"name": "act", "arguments": {...}}</tool_call>` in the
-  text, after a `<think>` block holding another call; never a structured call.
+- `solver`: plays Wordle from the feedback in the conversation, replying "[word]"
+  (`slow`: the same after `--delay` seconds).
+- `free-text`: prose, no action; `empty`: an empty reply; `wrong-field`:
+  `{"guess": "crane"}`.
+- `reasoning`: `solver` as a reasoning model without a reasoning parser writes it:
+  a `<think>` block naming another guess (`[fuzzy]`), then the guess; its first two
+  replies end `length`, the first inside the reasoning.
+- `tool-call-text`: `solver` as a tool-calling model without a tool parser writes
+  it: `<tool_call>...</tool_call>` in the text, after a `<think>` holding another.
 - `script`: replies from `--script FILE` (a JSON list), by assistant-turn index.
 
-When the request carries tools (native tool calling), the same reply is sent as tool
-calls instead of text: a `{"tool_name": ..., "arguments": {...}}` object (or a JSON list
-of them) calls those tools; with exactly one tool (`act`), a JSON object is its
-arguments and other text fills its one required string field. An empty reply, or
-text when there are several tools, is sent as text with no tool call. The Wordle
-solver reads the game's feedback from tool results as from user turns.
-
-`--record FILE` appends each request body it receives to FILE as one JSON line (tests
-read what the model was sent, images included).
-
-SIGTERM or SIGINT stops it within about a second, also while a reply is pending (a
-`slow` one): requests still open after `SHUTDOWN_GRACE_S` are cancelled.
+When the request carries tools, the reply is sent as tool calls (`tool_calls`).
+`--record FILE` appends each request body to FILE as a JSON line. A stop signal
+ends it within `SHUTDOWN_GRACE_S`, also with replies pending.
 """
 
 from __future__ import annotations
@@ -56,17 +41,13 @@ from openenv_v1.wordle_solver import next_guess
 if TYPE_CHECKING:
     import uvicorn
 
-MODES = (
-    "solver",
-    "solver-json",
-    "free-text",
-    "empty",
-    "wrong-field",
-    "slow",
-    "reasoning",
-    "tool-call-text",
-    "script",
-)
+_FIXED = {
+    "free-text": "Let me think about this. I believe a good first move is the word crane.",
+    "empty": "",
+    "wrong-field": json.dumps({"guess": "crane"}),
+}
+"""The modes that always give the same reply."""
+MODES = ("solver", "slow", "reasoning", "tool-call-text", "script", *_FIXED)
 
 SHUTDOWN_GRACE_S = 1
 """How long a stop signal lets open requests finish (uvicorn's own default is to
@@ -102,30 +83,23 @@ def make_reply(mode: str, messages: list[dict[str, Any]], script: list[str]) -> 
         return f"<think>{thought}</think>\n[{next_guess(conversation)}]"
     if mode == "tool-call-text":
         call = {"name": "act", "arguments": {"message": "[fuzzy]"}}
-        final = {
-            "name": "act",
-            "arguments": {"message": f"[{next_guess(conversation)}]"},
-        }
+        final = {**call, "arguments": {"message": f"[{next_guess(conversation)}]"}}
         return (
             f"<think>Maybe <tool_call>{json.dumps(call)}</tool_call>? No.</think>\n"
             f"<tool_call>\n{json.dumps(final)}\n</tool_call>"
         )
-    if mode == "solver-json":
-        return json.dumps({"message": f"[{next_guess(conversation)}]"})
-    if mode == "free-text":
-        return "Let me think about this. I believe a good first move is the word crane."
-    if mode == "empty":
-        return ""
-    if mode == "wrong-field":
-        return json.dumps({"guess": "crane"})
+    if mode in _FIXED:
+        return _FIXED[mode]
     if mode == "script":
         return script[turn] if turn < len(script) else script[-1]
     raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
 
 
 def tool_calls(reply: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The reply as OpenAI tool calls for the request's `tools` (see the module
-    docstring); empty when it is to be sent as text."""
+    """The reply as OpenAI tool calls for the request's `tools`: a `{"tool_name":
+    ..., "arguments": {...}}` object (or a list of them) calls those tools; with one
+    tool, a JSON object is its arguments and other text fills its first required
+    field. Empty (sent as text) for an empty reply, or text with several tools."""
     functions = [t.get("function") or {} for t in tools]
     if not functions:
         return []
@@ -155,9 +129,8 @@ def tool_calls(reply: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def completion(mode: str, body: dict[str, Any], reply: str) -> dict[str, Any]:
-    """The chat completion answering request `body` with `reply`: as tool calls when
-    the request carries tools (see the module docstring), cut off (`length`) where
-    `mode` says, with `usage` estimated from the characters."""
+    """The chat completion answering request `body` with `reply`, cut off where
+    `mode` says, its `usage` estimated from the characters."""
     messages = body.get("messages") or []
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     finish = "length" if mode == "reasoning" and turn < 2 else "stop"
@@ -170,25 +143,17 @@ def completion(mode: str, body: dict[str, Any], reply: str) -> dict[str, Any]:
         message["reasoning_content"] = '{"message": "[fuzzy]"} [fuzzy]'
     if calls:
         message = {"role": "assistant", "content": None, "tool_calls": calls}
-    prompt_chars = sum(len(_text(m.get("content"))) for m in messages)
-    usage = {
-        "prompt_tokens": prompt_chars // 4 + 1,
-        "completion_tokens": len(reply) // 4 + 1,
-    }
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        finish = "tool_calls"
+    prompt = sum(len(_text(m.get("content"))) for m in messages) // 4 + 1
+    answer = len(reply) // 4 + 1
+    usage = {"prompt_tokens": prompt, "completion_tokens": answer}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "local-policy"),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if calls else finish,
-            }
-        ],
-        "usage": usage,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {**usage, "total_tokens": prompt + answer},
     }
 
 

@@ -1,9 +1,6 @@
-"""Our log records, shown where verifiers shows its own.
-
-verifiers' CLIs route only the `verifiers.v1` logger, to the console and to the run's
-`eval.log`. A record of an `openenv_v1.*` logger would reach nothing but Python's
-last-resort stderr handler, which the `--rich` dashboard turns off, and never the log
-file. `route_to_verifiers` hands them to that logger, at its level.
+"""Our log records, shown where verifiers shows its own: verifiers' CLIs route only
+the `verifiers.v1` logger (to the console and the run's `eval.log`); an
+`openenv_v1.*` record would reach at most Python's last-resort stderr handler.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A scripted Wordle player: reads the game's feedback from the conversation and
-guesses a word consistent with all of it.
-
-It knows nothing of the env's internals, only the text a model would see: "You
-submitted [crane]." followed by the letter row and a G/Y/X row, and "Invalid move:
-[xxxxx] ..." for refused guesses. Both plain and JSON-escaped newlines are read.
+"""A scripted Wordle player: guesses a word consistent with all the feedback in the
+conversation, from the text a model sees ("You submitted [crane]." with its G/Y/X
+row, "Invalid move: [xxxxx]"; plain or JSON-escaped newlines).
 """
 
 from __future__ import annotations
@@ -46,19 +43,11 @@ def feedback_for(secret: str, guess: str) -> str:
     return "".join(row)
 
 
-def read_board(conversation: str) -> tuple[dict[str, str], set[str]]:
-    """(feedback row per guessed word, words the game refused) found in the text."""
-    board = {
-        word: row.replace(" ", "") for word, row in _FEEDBACK.findall(conversation)
-    }
-    refused = set(_REFUSED.findall(conversation))
-    return board, refused
-
-
 def next_guess(conversation: str) -> str:
     """The next guess: the best-covering word consistent with every feedback row."""
     answers, _ = _words()
-    board, refused = read_board(conversation)
+    board = {w: row.replace(" ", "") for w, row in _FEEDBACK.findall(conversation)}
+    refused = set(_REFUSED.findall(conversation))
     candidates = [
         w
         for w in answers

@@ -1,16 +1,7 @@
-"""`openenv-v1 cache`: what the package keeps on this machine, listed and pruned.
-
-Prepared environments of UV-launched env servers (`core.launch.cache`) and the env
-images the package built (`core.launch.docker.prune`). Nothing a running eval uses is
-ever removed: an environment an eval's server runs from, an image a running
-container was started from.
-
-    openenv-v1 cache                          list both, with size, last use, in use
-    openenv-v1 cache prune                    environments whose project is gone, then
-                                              the least recently used past the bound
-    openenv-v1 cache prune --older-than 30d   also those unused for 30 days (images:
-                                              built before)
-    openenv-v1 cache prune --all [NAME ...]   everything not in use (only NAME...)
+"""`openenv-v1 cache`: the prepared environments of UV-launched env servers
+(`core.launch.cache`) and the env images the package built
+(`core.launch.docker.prune`), listed and pruned. Nothing a running eval uses is ever
+removed.
 """
 
 from __future__ import annotations
@@ -30,11 +21,7 @@ from openenv_v1.core.launch.cache import (
     prune_prepared_envs,
 )
 from openenv_v1.core.launch.docker.cli import docker_cli
-from openenv_v1.core.launch.docker.prune import (
-    EnvImage,
-    env_images,
-    remove_env_images,
-)
+from openenv_v1.core.launch.docker.prune import EnvImage, env_images, remove_env_images
 from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR, ENVS_DIR, cache_root
 
 __all__ = ["add_cache_parser", "run_cache"]

@@ -1,12 +1,7 @@
 """The stages of `openenv-v1 check` on fresh sessions of the server: the seed check
-(the same reset, and action, twice: the same results?) and the session probe (how many
-concurrent sessions the server accepts). The rollout's own session is closed first:
-its slot is freed (the server keeps running) so they fit on a server that allows only
-one.
-
-A fresh session is a client of `open_env`, wrapped as the episode's is
-(`episode_client`); its reset is the episode's own (`reset.reset_frame`: validated,
-a server still counting a session just closed waited out, a refusal named).
+and the session probe. The rollout's own session is closed first, so they fit on a
+server that allows only one. A fresh session's client is wrapped as the episode's
+is (`episode_client`), and its reset is the episode's own (`reset.reset_frame`).
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from openenv_v1.cli.check_stages import CheckRun, StageFailed
 from openenv_v1.core.episode.env_episode import episode_client
 from openenv_v1.core.episode.frames import Frame, read_frame
 from openenv_v1.core.episode.report import EpisodeLimits
-from openenv_v1.core.episode.reset import reset_frame
+from openenv_v1.core.episode.reset import at_capacity, reset_frame
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
@@ -47,17 +42,15 @@ def _fresh(run: CheckRun) -> EnvTarget:
 @contextlib.asynccontextmanager
 async def _fresh_session(run: CheckRun) -> AsyncIterator[Any]:
     """A fresh session of the server, its MCP steps routed as the rollout's were."""
-    target = run.options.target
     async with contextlib.AsyncExitStack() as stack:
         client = await open_env(_fresh(run), stack)
-        yield episode_client(client, target)
+        yield episode_client(client, run.options.target)
 
 
 async def check_seeds(run: CheckRun) -> SeedCheck:
     """With a seed in the reset kwargs: the reset (and the action) again on a fresh
-    session, compared. Without one: whether the env honours seeds at all. The
-    rollout's session is closed first; a warning when the results differ or the
-    check itself failed."""
+    session, compared; without one: whether the env honours seeds at all. A
+    warning when the results differ or the check failed."""
     await run.episode.client.disconnect()
     seeded = "seed" in run.options.reset
     found = await (_seed_repeats(run) if seeded else _seed_honoured(run))
@@ -77,8 +70,8 @@ async def _reset(
     kwargs: dict[str, Any],
     patience_s: float = _CAPACITY_RETRY_S,
 ) -> Frame:
-    """The episode's reset on a fresh session, waiting `patience_s` while the server
-    still counts a session just closed (CAPACITY_REACHED)."""
+    """The episode's reset on a fresh session, waiting up to `patience_s` while
+    the server still counts a session just closed."""
     limits = EpisodeLimits(reset_timeout_s=run.timeout_s, capacity_wait_s=patience_s)
     return await reset_frame(client, kwargs, limits, run.url)
 
@@ -109,20 +102,17 @@ async def _seed_repeats(run: CheckRun) -> SeedCheck:
 
 
 async def _seeded_reset(run: CheckRun, seed: int) -> Frame:
-    """`reset(**reset, seed=seed)` on a fresh session."""
     async with _fresh_session(run) as client:
         return await _reset(run, client, {**run.options.reset, "seed": seed})
 
 
 async def _seed_honoured(run: CheckRun) -> SeedCheck:
-    """Reset with seed 1 on two fresh sessions and with seed 2 on a third: `honoured`
-    (seed 1 twice alike, seed 2 different), `ignored` (all alike: the seed changes
-    nothing the reset shows) or `not honoured` (seed 1 twice different). Rollouts of
-    a group share a start (`shared_seed`) only on an env that honours seeds."""
+    """Seed 1 on two fresh sessions, seed 2 on a third: `honoured` (seed 1 twice
+    alike, seed 2 different), `ignored` (all alike) or `not honoured` (seed 1 twice
+    different). Rollouts of a group share a start only on an env that honours
+    seeds."""
     try:
-        one = await _seeded_reset(run, 1)
-        again = await _seeded_reset(run, 1)
-        two = await _seeded_reset(run, 2)
+        one, again, two = [await _seeded_reset(run, seed) for seed in (1, 1, 2)]
     except (StageFailed, EnvFailure) as e:
         return SeedCheck("error", ("reset",), error=str(e))
     repeat = _differences("reset", one, again)
@@ -147,9 +137,8 @@ def _differences(what: str, a: Frame, b: Frame) -> tuple[str, ...]:
 
 
 async def probe(run: CheckRun) -> Sessions:
-    """The session probe; a warning when a further session opened but could not
-    reset."""
-    found = await probe_sessions(run)
+    """The session probe; a warning when a further session could not reset."""
+    found = await _probe_sessions(run)
     if found.status == "reset failed":
         held = found.accepted or 0
         run.report.warnings.append(
@@ -169,26 +158,22 @@ async def probe(run: CheckRun) -> Sessions:
     return found
 
 
-async def probe_sessions(run: CheckRun) -> Sessions:
-    """Sessions opened and reset one by one (as a rollout's are: a session that cannot
-    reset is no capacity; BrowserGym's second concurrent reset fails), up to
-    `probe_sessions`, held until the probe ends, until one is refused (its error
-    names the server's bound) or fails."""
+async def _probe_sessions(run: CheckRun) -> Sessions:
+    """Sessions opened, reset and held one by one, up to `probe_sessions`, until one
+    is refused (its error names the server's bound) or fails (a session that cannot
+    reset is no capacity: BrowserGym's second concurrent reset fails)."""
     bound = run.options.probe_sessions
     if bound <= 0:
         return Sessions("not probed")
     async with contextlib.AsyncExitStack() as stack:
         for held in range(bound):
-            # The server creates a session as its socket opens, so a refusal comes
-            # with the first message; the first probe may still meet the sessions
-            # closed just before it.
+            # The first probe may still meet the sessions closed just before it.
             patience = _CAPACITY_RETRY_S if held == 0 else 0.0
             try:
                 client = await open_env(_fresh(run), stack)
                 await _reset(run, client, run.options.reset, patience)
             except Exception as e:
-                # A server's refusal is read from its own error, which the
-                # episode's reset names in its text.
+                # The server's own error is the cause of the reset's EnvFailure.
                 cause = e.__cause__
                 refused = isinstance(cause, Exception) and server_error_code(cause)
                 return _refusal(cause if refused else e, held)
@@ -199,7 +184,7 @@ def _refusal(e: Exception, held: int) -> Sessions:
     code = server_error_code(e)
     if code is None:
         return Sessions("unknown", accepted=held, error=describe(e))
-    if code != "CAPACITY_REACHED":
+    if not at_capacity(e):
         error = f"{code}: {server_error_message(e)}"
         return Sessions("reset failed", accepted=held, error=error)
     found = _CAPACITY.search(server_error_message(e))

@@ -1,23 +1,15 @@
-"""The stages of `openenv-v1 check` on the rollout's own episode (`EnvEpisode`,
-opened by `open_episode`): what the server serves (health, metadata, the Task API),
-the action contract the episode read, then the episode's reset (its kwargs, and the
-task the model is shown) and one step; `CheckRun`, what the stages share, and how a
-stage fails (`StageFailed`).
-
-The episode plays by its own rules (`core/episode/`); what is here is check's alone:
-the reads of `/health`, `/metadata`, `/schema` and the Task API, the findings about
-the env folder (the variables it reads and the check does not pass, the reset kwargs
-its `reset` does not take, the openenv-core its lock pins), and the stricter verdicts
-a check gives (a reply that says it failed, an MCP env without tools after reset).
-
-Each stage is `async (CheckRun) -> summary`, the value `check.py`'s table puts in
-the report; a stage adds warnings to the report itself.
+"""The stages of `openenv-v1 check` on the rollout's own episode (`EnvEpisode`):
+what the server serves, the action contract, the reset and one step. Each stage is
+`async (CheckRun) -> summary` (`check.py`'s `STAGES`) and adds its warnings to the
+report; what is here is check's alone: the reads of the server's endpoints, the
+findings about the env folder, and the stricter verdicts a check gives.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,19 +106,19 @@ async def read_metadata(run: CheckRun) -> dict[str, Any] | None:
 
 async def read_tasks(run: CheckRun) -> Tasks:
     """The server's Task API and what a taskset without `resets` would run."""
-    return await asyncio.to_thread(_read_tasks, run.url, run.timeout_s, run.report)
+    return await asyncio.to_thread(_read_tasks, run)
 
 
-def _read_tasks(url: str, timeout_s: float, report: CheckReport) -> Tasks:
+def _read_tasks(run: CheckRun) -> Tasks:
     none = Tasks(offered=False, splits=(), taskset_uses="default reset")
     try:
-        api = read_task_api(url, timeout_s)
+        api = read_task_api(run.url, run.timeout_s)
         if api is None:
             return none
         counts = {s.name: api.num_tasks(s.name) for s in api.splits}
         chosen = api.choose_split(None)
     except EnvFailure as e:
-        report.warnings.append(f"the Task API failed: {e}")
+        run.report.warnings.append(f"the Task API failed: {e}")
         return none
     return Tasks(
         True, api.splits, "env tasks", counts, env_name=api.env_name, split=chosen
@@ -137,16 +129,13 @@ async def read_schema(run: CheckRun) -> ActionInfo:
     """The action contract the episode read; for an MCP env, its tools too, and
     whether its calls go as steps or as the session's JSON-RPC."""
     with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
-        # The episode's spec of an MCP env is the call-tool format; the server's
-        # own title is worth showing.
+        # An MCP env's spec is the call-tool format: the server's title is shown.
         run.raw_action = dict(
             (await run.http.get(f"{run.url}/schema")).json()["action"]
         )
-    episode = run.episode
-    spec = episode.spec
-    route = None
+    spec, route = run.episode.spec, None
     if spec.is_mcp:
-        rpc = isinstance(episode.client, SessionRpcClient)
+        rpc = isinstance(run.episode.client, SessionRpcClient)
         route = "session_rpc" if rpc else "step"
         run.report.tools = spec.tools
     return ActionInfo(
@@ -158,13 +147,13 @@ async def read_schema(run: CheckRun) -> ActionInfo:
 
 
 async def play_reset(run: CheckRun) -> ResetPlayed:
-    """The episode's reset(**reset), and the turn the model gets of it; an MCP env's
-    tools as the episode listed them again after it."""
+    """The episode's reset(**reset) and the model's turn; an MCP env's tools as the
+    episode listed them again after it (none fails the check)."""
     options, report, episode = run.options, run.report, run.episode
     try:
         turn = await episode.reset(options.reset)
     except EnvFailure as e:
-        raise StageFailed(await _explained(run, str(e), False)) from e
+        raise StageFailed(await _explained(run, str(e))) from e
     _warn_unknown_keys(run)
     if episode.report.ended_at_reset:
         raise StageFailed(str(episode.report.error))
@@ -183,14 +172,13 @@ async def play_reset(run: CheckRun) -> ResetPlayed:
 
 
 def steps(run: CheckRun) -> bool:
-    """Whether the check steps: an `--action` was given and the reset left the
-    episode running."""
+    """Whether an `--action` was given and the reset left the episode running."""
     return run.options.action is not None and not run.episode.report.done
 
 
 async def play_step(run: CheckRun) -> StepPlayed:
-    """One `--action`, parsed like a model reply, applied by the episode; and its
-    turn."""
+    """One `--action`, parsed like a model reply and applied by the episode; a
+    reply that says it failed or names a variable the check lacks fails it."""
     assert run.options.action is not None
     episode = run.episode
     try:
@@ -207,16 +195,12 @@ async def play_step(run: CheckRun) -> StepPlayed:
     assert stepped is not None
     observation = stepped.observation
     if said := said_failure(observation):
-        raise StageFailed(
-            await _explained(run, f"the env's step failed: {said}", False)
-        )
+        raise StageFailed(await _explained(run, f"the env's step failed: {said}"))
     shown = json.dumps(observation, default=str)
     if named := named_in(shown, await asyncio.to_thread(_lacking, run)):
         names = ", ".join(v.name for v in named)
         raise StageFailed(
-            await _explained(
-                run, f"the step's reply names {names}: {shown[:300]}", False
-            )
+            await _explained(run, f"the step's reply names {names}: {shown[:300]}")
         )
     return StepPlayed(stepped, turn, action=action)
 
@@ -229,28 +213,24 @@ def _lacking(run: CheckRun) -> tuple[EnvVariable, ...]:
 
 
 def explainer(options: CheckOptions) -> Callable[[str, bool], str]:
-    """A failure's text with what the launch lacks (`env_project.explain_lacking`),
-    as a rollout's failure says it: the check's episode's `explain`."""
+    """The check's episode's `explain`, as a rollout's: a failure's text with what
+    the launch lacks (`env_project.explain_lacking`)."""
     target = options.target
-
-    def explain(text: str, at_reset: bool) -> str:
-        return explain_lacking(
-            text,
-            at_reset,
-            source_dir=env_source_dir(target),
-            passed=passed_variables(target.provider_kwargs, target.secret_env),
-        )
-
-    return explain
+    return functools.partial(
+        explain_lacking,
+        source_dir=env_source_dir(target),
+        passed=passed_variables(target.provider_kwargs, target.secret_env),
+    )
 
 
-async def _explained(run: CheckRun, text: str, at_reset: bool) -> str:
-    return await asyncio.to_thread(explainer(run.options), text, at_reset)
+async def _explained(run: CheckRun, text: str) -> str:
+    """`text`, a failure, with the variables it names that the launch lacks."""
+    return await asyncio.to_thread(run.episode.explain, text, False)
 
 
 async def _warn_lacking_credentials(run: CheckRun) -> None:
-    """A reset that played: still name the credentials the env reads and this check
-    does not pass (an env may need one only on a step, or in a tool)."""
+    """Name the credentials the env reads and the check does not pass, also when
+    the reset played (an env may need one only on a step, or in a tool)."""
     credentials = [v for v in await asyncio.to_thread(_lacking, run) if v.credential]
     if credentials:
         run.report.warnings.append(
@@ -264,17 +244,15 @@ async def _warn_lacking_credentials(run: CheckRun) -> None:
 
 
 def _warn_unknown_keys(run: CheckRun) -> None:
-    """Warn about reset kwargs the env's `reset` does not take (OpenEnv's server drops
-    them silently), when the env's source is local and can tell."""
+    """The reset kwargs the episode found its env's `reset` does not take."""
     params, unknown = run.episode.reset_params, run.episode.unknown_keys
     if params is not None and unknown:
         run.report.warnings.append(params.unknown_note(unknown))
 
 
 def _warn_hidden_task(run: CheckRun, task: OpeningTask) -> None:
-    """When the reset observation shows the model nothing, a warning that says so
-    and what the episode showed instead: the env's session state (less answer-like
-    fields), or nothing (the task never reaches the model)."""
+    """When the reset observation shows the model nothing: what the episode showed
+    instead (its session state), or that the task never reaches the model."""
     if task.source == "observation" and not task.shows_nothing:
         return
     source = env_source_dir(run.options.target)

@@ -1,5 +1,5 @@
-"""The human-readable form of a `CheckReport` (`--json` prints `to_json()` instead):
-a row per finding, each rendered from its stage's typed summary."""
+"""The human-readable form of a `CheckReport`: a row per finding, each rendered from
+its stage's typed summary."""
 
 from __future__ import annotations
 
@@ -59,12 +59,10 @@ def _target_text(target: dict[str, Any]) -> str:
 def docker_lines(docker: DockerRun) -> list[str]:
     """The `image`, `build` and `container` lines of a Docker launch."""
     lines = _row("image", f"{docker.image}  ({docker.source})")
-    if docker.build == "built":
-        build = f"built in {docker.build_s}s"
-    elif docker.build == "reused":
-        build = f"reused (its files unchanged; {docker.build_s}s to find)"
-    else:
-        build = f"none ({docker.source}: run as it is)"
+    build = {
+        "built": f"built in {docker.build_s}s",
+        "reused": f"reused (its files unchanged; {docker.build_s}s to find)",
+    }.get(docker.build, f"none ({docker.source}: run as it is)")
     lines += _row("build", build)
     short_id = (docker.container_id or "")[:12]
     if docker.published is None:  # the internal network: no port published
@@ -190,28 +188,25 @@ def tasks_text(tasks: Tasks) -> str:
     )
 
 
+_SESSIONS_TEXTS = {
+    "refused": "max {s.max_sessions} concurrent (session {next} was refused with "
+    "CAPACITY_REACHED{busy})",
+    "all accepted": "at least {s.at_least} concurrent (all probe sessions accepted; "
+    "--probe-sessions N probes further)",
+    "reset failed": "{accepted} concurrent (session {next} opened but its reset "
+    "failed: {s.error})",
+    "unknown": "unknown (probe stopped after {accepted}: {s.error})",
+    "not probed": "not probed (--probe-sessions 0)",
+}
+
+
 def _sessions_text(sessions: Sessions) -> str:
-    status, accepted = sessions.status, sessions.accepted or 0
-    if status == "refused":
-        others = (sessions.active_at_refusal or 0) - accepted
-        busy = f"; {others} held by other clients" if others > 0 else ""
-        return (
-            f"max {sessions.max_sessions} concurrent (session "
-            f"{accepted + 1} was refused with CAPACITY_REACHED{busy})"
-        )
-    if status == "all accepted":
-        return (
-            f"at least {sessions.at_least} concurrent (all probe sessions accepted;"
-            " --probe-sessions N probes further)"
-        )
-    if status == "reset failed":
-        return (
-            f"{accepted} concurrent (session {accepted + 1} "
-            f"opened but its reset failed: {sessions.error})"
-        )
-    if status == "unknown":
-        return f"unknown (probe stopped after {accepted}: {sessions.error})"
-    return "not probed (--probe-sessions 0)"
+    accepted = sessions.accepted or 0
+    others = (sessions.active_at_refusal or 0) - accepted
+    busy = f"; {others} held by other clients" if others > 0 else ""
+    return _SESSIONS_TEXTS[sessions.status].format(
+        s=sessions, accepted=accepted, next=accepted + 1, busy=busy
+    )
 
 
 def _app_text(app: AppServed) -> str:

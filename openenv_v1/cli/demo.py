@@ -1,25 +1,14 @@
-"""`openenv-v1 demo`: the whole loop, offline and keyless, in one command, on
-either verifiers line.
+"""`openenv-v1 demo`: the whole loop, offline and keyless, on either verifiers line.
 
-Starts the local Wordle env (`wordle_env`, shipped in this package's wheel; its source
-is `envs/wordle` of the repository) with this environment's Python (`python -m
-openenv_v1.cli.serve wordle_env.server.app:app`) and the scripted policy (`python -m
-openenv_v1.local_policy --mode solver`), each on a loopback port it binds itself,
-owned by this command (`OwnedProcess`). Then it runs a real eval of
-`openenv-wordle-v1` against them as a subprocess, connected to the env by its URL
-(verifiers 0.2: `eval ... --taskset.base-url`; 0.4: `vf-eval ...
---env.taskset.base-url`), its progress display on this terminal, and summarizes the
-traces it wrote. Nothing is synced or downloaded: an install of the wheel with either
-extra runs it anywhere.
-
-`--taskset ID` evals another taskset instead (a package `openenv-v1 init` wrote),
-its env launched or reached by that taskset's own settings, and `--replies` makes
-the scripted policy play a list of replies (`--mode script`) instead of the Wordle
-solver; the summary is the same.
-
-Both run the package's own harness (no harness flag). Everything is stopped on
-success, failure and Ctrl-C alike: the eval first (with SIGINT, which verifiers
-handles as a graceful shutdown), then the servers.
+It starts the local Wordle env (`python -m openenv_v1.cli.serve
+wordle_env.server.app:app`; the wheel ships `wordle_env`) and the scripted policy
+(`python -m openenv_v1.local_policy --mode solver`), each on a port it binds itself
+and owned by this command; then runs a real eval of `openenv-wordle-v1` connected to
+the env by its URL (`eval` on 0.2, `vf-eval` on 0.4), its progress on this terminal,
+and summarizes its traces. `--taskset ID` evals another taskset by its own settings;
+`--replies` makes the policy play a list of replies. Everything is stopped on
+success, failure and Ctrl-C alike: the eval first (SIGINT, verifiers' graceful
+shutdown), then the servers.
 """
 
 from __future__ import annotations
@@ -34,7 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +50,6 @@ class Summary:
     mean_turns: float
     errors: list[str]
     ended_at_reset: int = 0
-    """Episodes the env ended at their reset (metric `openenv_ended_at_reset`)."""
 
 
 def summarize(traces: list[dict[str, Any]]) -> Summary:
@@ -130,46 +118,27 @@ def eval_command(
     tool_calls: str = "text",
     taskset: str = TASKSET,
 ) -> list[str]:
-    """The eval of the Wordle env at `env_url` (seeds 0..episodes-1, one rollout
-    each), or with `env_url` None of `taskset` by its own settings, as a user would
-    type it on verifiers `line`: `eval` on vf02, `vf-eval` on vf04, its outputs in
-    `output_dir`."""
+    """The eval a user would type on verifiers `line`: of the Wordle env at `env_url`
+    (seeds 0..episodes-1), or with `env_url` None of `taskset` by its own settings;
+    its outputs in `output_dir`."""
     prefix = "--env.taskset." if line == "vf04" else "--taskset."
-    native = [f"{prefix}tool-calls", "native"] if tool_calls == "native" else []
+    command = [str(_eval_program(line)), taskset]
+    if env_url is not None:
+        resets = json.dumps([{"seed": seed} for seed in range(episodes)])
+        command += [f"{prefix}base-url", env_url, f"{prefix}resets", resets]
+    if tool_calls == "native":
+        command += [f"{prefix}tool-calls", "native"]
+    command += ["-n", str(episodes), "-r", "1", "-c", str(concurrency)]
+    command += ["-m", MODEL, "--client.base-url", policy_url]
+    command += ["--client.api-key-var", KEY_VAR, "--no-push"]
     if line == "vf04":
-        command = "vf-eval"
-        output = ["-o", str(output_dir.parent), "--run.dir", output_dir.name]
-    else:
-        command, output = "eval", ["-o", str(output_dir)]
-    return [
-        str(Path(sys.executable).parent / command),
-        taskset,
-        *_env_flags(prefix, env_url, episodes),
-        *native,
-        *_run_flags(episodes, concurrency, policy_url),
-        *output,
-    ]
+        return [*command, "-o", str(output_dir.parent), "--run.dir", output_dir.name]
+    return [*command, "-o", str(output_dir)]
 
 
-def _env_flags(prefix: str, env_url: str | None, episodes: int) -> list[str]:
-    """The local Wordle env's URL and seeds; nothing for a taskset of its own."""
-    if env_url is None:
-        return []
-    resets = json.dumps([{"seed": seed} for seed in range(episodes)])
-    return [f"{prefix}base-url", env_url, f"{prefix}resets", resets]
-
-
-def _sessions(concurrency: int) -> int:
-    """The env server's session limit: every episode in flight holds one."""
-    return max(64, concurrency)
-
-
-def _run_flags(episodes: int, concurrency: int, policy_url: str) -> list[str]:
-    return [
-        *("-n", str(episodes), "-r", "1", "-c", str(concurrency)),
-        *("-m", MODEL, "--client.base-url", policy_url),
-        *("--client.api-key-var", KEY_VAR, "--no-push"),
-    ]
+def _eval_program(line: str) -> Path:
+    """verifiers' eval command of `line`, beside this Python."""
+    return Path(sys.executable).parent / ("vf-eval" if line == "vf04" else "eval")
 
 
 def _say(line: str) -> None:
@@ -177,23 +146,23 @@ def _say(line: str) -> None:
 
 
 @contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise KeyboardInterrupt, also where SIGINT was inherited as
-    ignored (a job started with `&` by a script), so both unwind through cleanup."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+def _on_stop_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM call `handler` within the block, also where SIGINT was
+    inherited as ignored (a job started with `&` by a script)."""
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, old in previous.items():
+            signal.signal(s, old)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _stop_all(owned: list[OwnedProcess]) -> None:
-    """Stop in reverse start order. A further Ctrl-C here cuts the grace periods short
+    """Stop in reverse start order; a further Ctrl-C cuts the grace periods short
     instead of abandoning the cleanup."""
     hurried = False
 
@@ -202,21 +171,9 @@ def _stop_all(owned: list[OwnedProcess]) -> None:
         hurried = True
         _say("stopping now")
 
-    previous = {s: signal.signal(s, hurry) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _on_stop_signals(hurry):
         for process in reversed(owned):
             process.stop(lambda: hurried)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def _missing_parts(line: str) -> str | None:
-    """What this environment lacks to run the demo on verifiers `line`, if anything."""
-    program = "vf-eval" if line == "vf04" else "eval"
-    if not (Path(sys.executable).parent / program).exists():
-        return f"verifiers' `{program}` is not installed next to {sys.executable}"
-    return None
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -224,8 +181,10 @@ def run_demo(args: argparse.Namespace) -> int:
         _say("error: --episodes and --concurrency must be at least 1")
         return 2
     line = verifiers_line()
-    if problem := _missing_parts(line):
-        _say(f"error: {problem}")
+    if not (program := _eval_program(line)).exists():
+        _say(
+            f"error: verifiers' `{program.name}` is not installed next to {sys.executable}"
+        )
         return 1
     taskset = args.taskset or TASKSET
     output_dir = Path(args.output_dir or default_output_dir(line, taskset)).resolve()
@@ -237,10 +196,9 @@ def run_demo(args: argparse.Namespace) -> int:
     eval_code: int | None = None
     eval_s = 0.0
     with tempfile.TemporaryDirectory(prefix="openenv-v1-demo-") as tmp:
-        logs = Path(tmp)
         try:
-            with _signals_interrupt():
-                env_url, policy_url = _start_servers(args, logs, owned)
+            with _on_stop_signals(_interrupt):
+                env_url, policy_url = _start_servers(args, Path(tmp), owned)
                 flags = (args.episodes, args.concurrency, output_dir, args.tool_calls)
                 command = eval_command(
                     line, env_url, policy_url, *flags, taskset=taskset
@@ -271,8 +229,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def default_output_dir(line: str, taskset: str = TASKSET) -> Path:
-    """Where the eval writes unless `--output-dir` says: verifiers' own layout for
-    the run (harness: the taskset's own)."""
+    """Where the eval writes unless `--output-dir` says: verifiers' own layout."""
     run = uuid.uuid4().hex
     if line == "vf04":
         return Path("outputs", f"{taskset}--{MODEL}--{taskset}--{run[:8]}")
@@ -282,10 +239,9 @@ def default_output_dir(line: str, taskset: str = TASKSET) -> Path:
 def _start_servers(
     args: argparse.Namespace, logs: Path, owned: list[OwnedProcess]
 ) -> tuple[str | None, str]:
-    """Start the scripted policy and, unless `--taskset` names another, the local
-    Wordle env (appended to `owned`), then wait until both serve (they load side by
-    side); returns the env's URL (None with `--taskset`) and the policy's `/v1`
-    URL."""
+    """Start the scripted policy and, without `--taskset`, the local Wordle env
+    (into `owned`), and wait until both serve; the env's URL (None with `--taskset`)
+    and the policy's `/v1` URL."""
     mode = ["--mode", "solver"]
     if args.replies:
         script = logs / "replies.json"
@@ -300,22 +256,23 @@ def _start_servers(
         owned,
     )
     policy_url = f"http://127.0.0.1:{policy_port}"
-    if args.taskset:
-        wait_until_serving(policy, f"{policy_url}/v1/models", READY_TIMEOUT_S)
-        _say(f"scripted policy at {policy_url}/v1")
-        return None, f"{policy_url}/v1"
-    env, env_port = _serve(
-        "the local Wordle env",
-        "wordle",
-        ["openenv_v1.cli.serve", WORDLE_APP],
-        args.env_port,
-        logs,
-        owned,
-        env={**os.environ, "WORDLE_MAX_SESSIONS": str(_sessions(args.concurrency))},
-    )
-    env_url = f"http://127.0.0.1:{env_port}"
+    if not args.taskset:
+        # Every episode in flight holds a session.
+        sessions = str(max(64, args.concurrency))
+        env, env_port = _serve(
+            "the local Wordle env",
+            "wordle",
+            ["openenv_v1.cli.serve", WORDLE_APP],
+            args.env_port,
+            logs,
+            owned,
+            env={**os.environ, "WORDLE_MAX_SESSIONS": sessions},
+        )
     wait_until_serving(policy, f"{policy_url}/v1/models", READY_TIMEOUT_S)
     _say(f"scripted policy at {policy_url}/v1")
+    if args.taskset:
+        return None, f"{policy_url}/v1"
+    env_url = f"http://127.0.0.1:{env_port}"
     wait_until_serving(env, f"{env_url}/health", READY_TIMEOUT_S)
     _say(f"Wordle env at {env_url}")
     return env_url, f"{policy_url}/v1"
@@ -330,9 +287,8 @@ def _serve(
     owned: list[OwnedProcess],
     env: dict[str, str] | None = None,
 ) -> tuple[OwnedProcess, int]:
-    """`python -m <module_args> --port P --port-file F` from this environment; returns
-    the process and the port it bound (P, or a free one for 0). Its output goes to
-    `<logs>/<stem>.log`."""
+    """`python -m <module_args> --port P --port-file F`, its output in
+    `<logs>/<stem>.log`; the process and the port it bound."""
     port_file = logs / f"{stem}.port"
     process = OwnedProcess(
         name,
@@ -364,42 +320,30 @@ def _report(
 ) -> int:
     traces_path = output_dir / "traces.jsonl"
     summary = summarize(read_traces(traces_path))
-    rows = [
-        (
-            "episodes",
-            f"{summary.episodes} of {args.episodes} ({args.concurrency} at a time)",
-        ),
-        ("solved", f"{summary.solved}/{summary.episodes} (reward >= 1)"),
-        ("mean reward", f"{summary.mean_reward:.2f}"),
-        (
-            "mean steps",
-            f"{summary.mean_steps:.1f} env steps, {summary.mean_turns:.1f} model turns "
-            "per episode",
-        ),
-        ("wall time", f"{wall_s:.1f}s (eval {eval_s:.1f}s)"),
-        ("traces", str(traces_path) if traces_path.exists() else "(none written)"),
-    ]
+    episodes = summary.episodes
+    rows = {
+        "episodes": f"{episodes} of {args.episodes} ({args.concurrency} at a time)",
+        "solved": f"{summary.solved}/{episodes} (reward >= 1)",
+        "mean reward": f"{summary.mean_reward:.2f}",
+        "mean steps": f"{summary.mean_steps:.1f} env steps, "
+        f"{summary.mean_turns:.1f} model turns per episode",
+        "wall time": f"{wall_s:.1f}s (eval {eval_s:.1f}s)",
+        "traces": str(traces_path) if traces_path.exists() else "(none written)",
+    }
     if summary.ended_at_reset:
-        rows.append(
-            (
-                "at reset",
-                f"{summary.ended_at_reset} of {summary.episodes} (the env ended the "
-                "episode at its reset: it could not be played)",
-            )
+        rows["at reset"] = (
+            f"{summary.ended_at_reset} of {episodes} (the env ended the episode at "
+            "its reset: it could not be played)"
         )
     if summary.errors:
-        rows.append(("errors", f"{len(summary.errors)}: {summary.errors[0]}"))
+        rows["errors"] = f"{len(summary.errors)}: {summary.errors[0]}"
     print("\nopenenv-v1 demo summary")
-    for label, text in rows:
+    for label, text in rows.items():
         print(f"  {label:<14}{text}")
     if eval_code != 0:
-        print(
-            f"openenv-v1 demo: eval failed with exit code {eval_code}; its log is "
-            f"under {output_dir}",
-            file=sys.stderr,
-        )
+        _say(f"eval failed with exit code {eval_code}; its log is under {output_dir}")
         return 1
-    if summary.errors or summary.episodes < args.episodes:
-        print("openenv-v1 demo: some episodes did not complete", file=sys.stderr)
+    if summary.errors or episodes < args.episodes:
+        _say("some episodes did not complete")
         return 1
     return 0

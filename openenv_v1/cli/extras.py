@@ -1,9 +1,6 @@
-"""What a command needs from the package's extras, and what to say when it is missing.
-
-A bare `pip install openenv-v1` has neither verifiers nor an OpenEnv client: they come
-with one extra per verifiers line, `vf02` (verifiers 0.2 and openenv 0.10) or `vf04`
-(verifiers 0.4 and openenv-core 0.3; both client packages install the `openenv`
-module). The look-up imports nothing, so the answer stays instant.
+"""What a command needs from the package's extras (`vf02`, `vf04`: verifiers and an
+OpenEnv client, which a bare install lacks), and what to say when it is missing. The
+look-up imports nothing, so the answer stays instant.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 
 
 def missing_extra(command: str) -> str | None:
-    """Why `command` cannot run in this environment for want of an extra, naming the
-    missing modules and the extras to install; None when it has what it needs."""
+    """Why `command` cannot run here for want of an extra, naming the missing
+    modules and the extras to install; None when it has what it needs."""
     missing = [
         m for m in _NEEDS.get(command, ()) if importlib.util.find_spec(m) is None
     ]

@@ -3,21 +3,11 @@ own, for both verifiers lines from one source.
 
     openenv-v1 init my-wordle-v1 --project-path envs/wordle
     openenv-v1 init my-echo-v1 --base-url http://127.0.0.1:8000
-    openenv-v1 init my-chess-v1 --env openenv/chess_env --app chess_env.server.app:app
 
-It runs `openenv-v1 check --json` on the env (launched as a rollout launches it, or
-at `--base-url`) and writes what that found as the package's defaults: the ASGI app
-the launch chose; the tasks (`RESETS`): the env's own when it serves OpenEnv's Task
-API, else 16 seeded resets when its `reset` takes a `seed` (read from its local
-source, else check's seed check found seeds honoured), else one empty reset; and an
-action the env took (`REPLY`): actions are built from its action schema (of its first
-MCP tool), the examples the schema gives first ("e.g. [crane]"), and stepped by
-further checks on the first task until one is accepted. Into `./NAME` (`--dir`
-elsewhere), which must not exist yet: `pyproject.toml`, the module (`my-wordle-v1` ->
-`my_wordle_v1`, what `eval NAME` on verifiers 0.2 and `vf-eval NAME` on 0.4 load),
-a README, and `tests/` (check stepping `REPLY`, and one episode against the local
-scripted policy through `openenv-v1 demo --taskset NAME`). Nothing is written when
-the check fails.
+It runs `openenv-v1 check --json` on the env and writes what that found as the
+package's defaults (the app, the tasks `RESETS`, an action the env took `REPLY`)
+into `./NAME` (`--dir` elsewhere), which must not exist yet, from
+`wrapper_template/`. Nothing is written when the check fails.
 """
 
 from __future__ import annotations
@@ -42,7 +32,6 @@ from openenv_v1.core.episode.schema_example import (
 
 NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 CHECK_TIMEOUT_S = 900.0
-# template file -> where it goes in the package ({module}: the module's name)
 _FILES = {
     "pyproject.toml.tmpl": "pyproject.toml",
     "README.md.tmpl": "README.md",
@@ -61,7 +50,6 @@ class Findings:
     resets: list[dict[str, Any]] | None
     reply: str
     notes: tuple[str, ...]
-    """What was found, for the README."""
 
 
 class InitError(Exception):
@@ -106,16 +94,18 @@ def _package_root(name: str, where: str | None) -> Path:
 
 
 def find_defaults(args: argparse.Namespace) -> Findings:
-    """Check the env once for what it serves, then step the actions built from that
-    (its schema's own examples first) in further checks until one is accepted: the
-    package's action is one the env took, on the package's first task."""
+    """Check the env once for what it serves, then step the actions built from its
+    schema in further checks until one is accepted on the package's first task."""
     where = _where(args)
-    report = _check(where)
+    report = _run_check(where)
+    if not report.get("ok"):
+        raise InitError(_failed(where, report))
     resets = default_resets(report, _reset_params(args))
     first = ["--reset", json.dumps(resets[0])] if resets and resets[0] else []
     reply, stepped = accepted_reply([*where, *first], example_replies(report))
     notes = [f"app {stepped['app']['app']}"] if stepped.get("app") else []
-    notes.append(_resets_note(resets))
+    kind = _resets_kind(resets)
+    notes.append(_RESETS_NOTES[kind].format(count=len(resets or ())))
     notes.append("an MCP env" if stepped.get("tools") else "a text action")
     launch: dict[str, Any] = {}
     if not args.base_url:
@@ -133,16 +123,14 @@ def find_defaults(args: argparse.Namespace) -> Findings:
 
 
 SEEDED_TASKS = 16
-"""How many seeds the package starts with when the env's reset takes one."""
 
 
 def default_resets(
     report: dict[str, Any], params: ResetParams | None
 ) -> list[dict[str, Any]] | None:
-    """The package's tasks, from a check report and the env's reset parameters (read
-    from its local source; None when it has none here): None when the env serves
-    OpenEnv's Task API (its own tasks), one seeded reset per seed in
-    `range(SEEDED_TASKS)` when its `reset` takes a `seed`, else one empty reset."""
+    """The package's tasks: None when the env serves OpenEnv's Task API (its own),
+    `SEEDED_TASKS` seeded resets when its `reset` takes a `seed`, else one empty
+    reset. `params`: the env's reset parameters, None without local source."""
     if (report.get("tasks") or {}).get("offered"):
         return None
     if takes_seed(report, params):
@@ -151,10 +139,8 @@ def default_resets(
 
 
 def takes_seed(report: dict[str, Any], params: ResetParams | None) -> bool:
-    """Whether the env's `reset` takes a `seed`: its source says so (a `seed`
-    parameter; without one, and without `**kwargs`, the server drops the key); with
-    no source to read (a Space, an image, a running server) or a `reset(**kwargs)`,
-    check's seed check found seeds honoured (seed 1 twice alike, seed 2 not)."""
+    """Whether the env's `reset` takes a `seed`: by its source when it has a `seed`
+    parameter or no `**kwargs`, else by check's seed check (seeds honoured)."""
     if params is not None and "seed" in params.names:
         return True
     if params is not None and not params.any_keyword:
@@ -163,26 +149,16 @@ def takes_seed(report: dict[str, Any], params: ResetParams | None) -> bool:
 
 
 def _reset_params(args: argparse.Namespace) -> ResetParams | None:
-    """The env's reset parameters, from its local folder (`--project-path`)."""
     if args.base_url or not args.project_path:
         return None
     folder = Path(args.project_path).expanduser()
     return read_reset_params(folder) if folder.is_dir() else None
 
 
-def _resets_note(resets: list[dict[str, Any]] | None) -> str:
-    if resets is None:
-        return "the env's own tasks (Task API)"
-    if len(resets) > 1:
-        return f"{len(resets)} seeded resets (its reset takes a seed)"
-    return "one empty reset"
-
-
 def accepted_reply(where: list[str], replies: list[str]) -> tuple[str, dict[str, Any]]:
-    """The first of `replies` that check's step accepts (parsed as a model reply,
-    stepped and answered, not refused), and that check's report; an `InitError`
-    naming each reply's failure when none is, or the stage and cause when the env
-    fails elsewhere."""
+    """The first of `replies` that check's step accepts, and that check's report;
+    an `InitError` naming each reply's failure when none is, or the stage and cause
+    when the env fails elsewhere."""
     refused: list[str] = []
     for reply in replies:
         report = _run_check([*where, "--action", reply])
@@ -208,18 +184,9 @@ def _where(args: argparse.Namespace) -> list[str]:
     return where
 
 
-def _check(where: list[str]) -> dict[str, Any]:
-    """`openenv-v1 check --json` of `where`'s env; an `InitError` naming the stage
-    and the cause when it fails."""
-    report = _run_check(where)
-    if not report.get("ok"):
-        raise InitError(_failed(where, report))
-    return report
-
-
 def _run_check(where: list[str]) -> dict[str, Any]:
     """The report of `openenv-v1 check --json` of `where`'s env, passed or failed;
-    an `InitError` when the check gives none."""
+    an `InitError` when it gives none."""
     run = "from openenv_v1.cli import main; main()"
     argv = [sys.executable, "-c", run, "check", *where]
     argv += ["--json", "--probe-sessions", "0"]
@@ -251,11 +218,9 @@ def _failed(where: list[str], report: dict[str, Any]) -> str:
 
 
 def example_replies(report: dict[str, Any]) -> list[str]:
-    """Actions as a model would write them, from a check report, in the order init
-    tries them: one per example `example_objects` gives of the action schema (of
-    the MCP env's first tool's input schema), the schema's own examples first, and
-    last `example_reply`'s; each once, `MAX_REPLIES` at most (each costs a check:
-    a launch)."""
+    """Actions as a model would write them, in the order init tries them: one per
+    example of the action schema (of an MCP env's first tool), its own examples
+    first, `example_reply`'s last; `MAX_REPLIES` at most (each costs a launch)."""
     replies = [_as_reply(report, e) for e in example_objects(_acted_schema(report))]
     built = example_reply(report)
     given = [r for r in dict.fromkeys(replies) if r != built]
@@ -263,19 +228,16 @@ def example_replies(report: dict[str, Any]) -> list[str]:
 
 
 MAX_REPLIES = 4
-"""How many actions init steps at most before it gives up."""
 
 
 def example_reply(report: dict[str, Any]) -> str:
-    """The action built from a check report's schema: a call of the MCP env's first
-    tool, the example text of a one-string action, else the example action as JSON
-    (`{}` when the schema allows no example to be built)."""
+    """The action built from a check report's schema (`_as_reply`; `{}` when none
+    can be built)."""
     return _as_reply(report, example_object(_acted_schema(report)) or {})
 
 
 def _acted_schema(report: dict[str, Any]) -> dict[str, Any]:
-    """The schema an action's arguments follow: the MCP env's first tool's input
-    schema, else the action schema."""
+    """The MCP env's first tool's input schema, else the action schema."""
     tools = report.get("tools") or []
     if tools:
         return dict(tools[0].get("input_schema") or {})
@@ -283,9 +245,8 @@ def _acted_schema(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_reply(report: dict[str, Any], example: dict[str, Any]) -> str:
-    """`example` as a model writes it: a call of the MCP env's first tool with it as
-    the arguments; the text alone when it is only a one-string action's field; else
-    the action as JSON."""
+    """`example` as a model writes it: a call of the MCP env's first tool, the text
+    alone of a one-string action, else the action as JSON."""
     tools = report.get("tools") or []
     if tools:
         call = {"type": "call_tool", "tool_name": tools[0]["name"]}
@@ -298,15 +259,12 @@ def _as_reply(report: dict[str, Any], example: dict[str, Any]) -> str:
 
 
 def resets_source(resets: list[dict[str, Any]] | None) -> str:
-    """`resets` as the module's source writes it: seeds 0..n-1 as the comprehension
-    a user edits (`[{"seed": i} for i in range(16)]`), anything else as its repr."""
-    if resets and len(resets) > 1 and resets == _seeded(len(resets)):
-        return f'[{{"seed": i}} for i in range({len(resets)})]'
+    """`resets` as the module's source: seeds 0..n-1 as the comprehension a user
+    edits, anything else as its repr."""
+    count = len(resets or ())
+    if count > 1 and resets == [{"seed": seed} for seed in range(count)]:
+        return f'[{{"seed": i}} for i in range({count})]'
     return repr(resets)
-
-
-def _seeded(count: int) -> list[dict[str, Any]]:
-    return [{"seed": seed} for seed in range(count)]
 
 
 def _resets_kind(resets: list[dict[str, Any]] | None) -> str:
@@ -315,9 +273,13 @@ def _resets_kind(resets: list[dict[str, Any]] | None) -> str:
     return "seeds" if any("seed" in r for r in resets) else "one"
 
 
+_RESETS_NOTES = {
+    "tasks": "the env's own tasks (Task API)",
+    "seeds": "{count} seeded resets (its reset takes a seed)",
+    "one": "one empty reset",
+}
 _EDIT = """Edit here: one dict of reset kwargs per task, or None for the env's own tasks
 (OpenEnv's Task API), if it serves them."""
-# The docstring under the module's `RESETS`, by what check found.
 _RESETS_DOCS = {
     "tasks": """The tasks: None runs the env's own, from OpenEnv's Task API (check found
 it). Edit here to run others instead: one dict of reset kwargs per task, e.g.

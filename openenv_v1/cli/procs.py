@@ -1,10 +1,6 @@
-"""Processes the `openenv-v1` command starts, each with this command as its owner.
-
-Every child leads a process group of its own (so stopping the group reaches whatever
-it spawned) and gets SIGTERM from the kernel if this command dies first (a parent-death
-signal), so even a SIGKILLed `openenv-v1` leaves nothing running. `stop()` ends the
-group: the first signal, a grace period, then SIGKILL. Both are
-`core/launch/process_group`'s (`start_group`, `stop_group`), as every launch's are.
+"""Processes the `openenv-v1` command starts, each owned by it: started and stopped
+as every launch's are (`core/launch/process_group`'s `start_group`, `stop_group`), so
+even a SIGKILLed `openenv-v1` leaves nothing running.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
 
 from openenv_v1.core.launch.process_group import (
     proc_stats,
@@ -28,7 +23,7 @@ from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 
 
 class OwnedProcess:
-    """A child process in its own process group, stopped by `stop()`."""
+    """A child process leading its own process group, stopped by `stop()`."""
 
     def __init__(
         self,
@@ -37,33 +32,22 @@ class OwnedProcess:
         *,
         log_path: Path | None = None,
         env: dict[str, str] | None = None,
-        cwd: Path | None = None,
         stop_signal: int = signal.SIGTERM,
         grace_s: float = 10.0,
     ) -> None:
-        """Start `command`. Its output goes to `log_path` when given, else to this
-        command's own stdout/stderr (e.g. a progress display the user should see).
-        `stop()` sends `stop_signal` and allows `grace_s` before SIGKILL."""
+        """Start `command`, its output to `log_path` when given, else to this
+        command's own (a progress display the user should see)."""
         self.name = name
         self.log_path = log_path
         self.stop_signal = stop_signal
         self.grace_s = grace_s
-        log: IO[bytes] | None = log_path.open("wb") if log_path else None
-        try:
+        with log_path.open("wb") if log_path else contextlib.nullcontext() as log:
             self.popen = start_group(
                 command,
                 stdout=log,
                 stderr=subprocess.STDOUT if log else None,
                 env=env,
-                cwd=cwd,
             )
-        finally:
-            if log is not None:
-                log.close()
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
 
     def poll(self) -> int | None:
         return self.popen.poll()
@@ -76,18 +60,16 @@ class OwnedProcess:
         return ""
 
     def stop(self, hurry: Callable[[], bool] = lambda: False) -> int | None:
-        """Send the stop signal to the group, wait up to the grace period (less once
-        `hurry()` turns true), then SIGKILL the group (`process_group.stop_group`).
-        Returns the exit code."""
-        stop_group(
+        """`stop_signal` to the group, up to `grace_s` (less once `hurry()` turns
+        true), then SIGKILL (`stop_group`); the exit code."""
+        return stop_group(
             self.popen, grace_s=self.grace_s, stop_signal=self.stop_signal, hurry=hurry
         )
-        return self.popen.returncode
 
 
 def child_group_leaders() -> list[int]:
-    """Live direct children of this process that lead their own process group: what
-    this command launched (OpenEnv's UV provider starts `uv` that way)."""
+    """Live direct children of this process that lead their own process group (as
+    OpenEnv's UV provider starts `uv`)."""
     me = os.getpid()
     return [
         stat.pid
@@ -105,8 +87,8 @@ def stop_child_groups(sig: int = signal.SIGTERM) -> list[int]:
 
 
 def reap_child_groups(grace_s: float = 5.0) -> None:
-    """Last line of defence on exit: stop any child process group still running
-    (normally there is none; a launch interrupted at the wrong instant can leave one)."""
+    """Last line of defence on exit: stop any child process group still running (a
+    launch interrupted at the wrong instant can leave one)."""
     leaders = stop_child_groups(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while leaders and time.monotonic() < deadline:

@@ -2,20 +2,15 @@
 
     python -m openenv_v1.cli.serve wordle_env.server.app:app --port 0 --port-file F
 
-`uvicorn --port 0` picks a free port but does not tell which; and with a fixed port, a
-caller polling it cannot tell its own server from another one already listening
-there. Here the port is bound before the app is imported (a taken port fails at once,
-with the OS error) and written to `--port-file`, so the caller polls its own server.
-
-The app is imported with gradio hidden, as the UV launcher serves an env unless told
-otherwise: OpenEnv's server treats its web UI as optional, and importing gradio
-triples an OpenEnv app's start-up. `--web-ui` keeps it.
+The port is bound before the app is imported (a taken port fails at once) and
+written to `--port-file`, so the caller polls its own server, not another one
+listening there. The app is imported with gradio hidden (it triples an OpenEnv
+app's start-up), as the UV launcher serves an env.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import socket
 from pathlib import Path
 
@@ -30,17 +25,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", required=True, help="the bound port goes here")
-    parser.add_argument("--log-level", default="warning")
-    parser.add_argument(
-        "--web-ui", action="store_true", help="let the app import gradio"
-    )
     args = parser.parse_args(argv)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     Path(args.port_file).write_text(str(sock.getsockname()[1]))
-    config = uvicorn.Config(args.app, log_level=args.log_level)
-    with contextlib.nullcontext() if args.web_ui else without_gradio():
+    config = uvicorn.Config(args.app, log_level="warning")
+    with without_gradio():
         config.load()  # imports the app; the server does not load it again
     uvicorn.Server(config).run(sockets=[sock])
 
