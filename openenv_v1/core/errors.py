@@ -97,40 +97,34 @@ def describe(exc: BaseException) -> str:
 _FRAME_ATTR = "_openenv_v1_error_frame"
 
 
-def keep_error_frames(client: Any) -> Any:
-    """Make `client` remember the data of the last error frame it received, which
-    its own exception reduces to `message` and `code` (a `VALIDATION_ERROR`'s
-    `errors` list is dropped). Returns the client; one without a `_receive` (not
-    OpenEnv's WebSocket client) is returned as it is."""
-    receive = getattr(client, "_receive", None)
-    if receive is None or getattr(receive, "_keeps_frames", False):
-        return client
-
-    async def keeping(*args: Any, **kwargs: Any) -> Any:
-        frame = await receive(*args, **kwargs)
-        if isinstance(frame, dict) and frame.get("type") == "error":
-            setattr(client, _FRAME_ATTR, frame.get("data") or {})
-        return frame
-
-    keeping._keeps_frames = True  # type: ignore[attr-defined]
-    client._receive = keeping
-    return client
+def remember_error_frame(client: Any, data: Any) -> None:
+    """Keep the `data` of an error frame `client` received, which its exception
+    reduces to `message` and `code` (a `VALIDATION_ERROR`'s `errors` list is
+    dropped), for `server_error_text`; `frames.guard_frames` calls it."""
+    setattr(client, _FRAME_ATTR, data or {})
 
 
 def server_error_details(client: Any) -> str | None:
-    """The detail of the last error frame `client` received (see
-    `keep_error_frames`): each of a `VALIDATION_ERROR`'s `errors` as
-    `<where>: <msg>`, joined with `; `; None when there is none."""
+    """The `errors` of the last error frame `client` received (a
+    `VALIDATION_ERROR`'s, `field_errors`), or None when there are none."""
     data = getattr(client, _FRAME_ATTR, None)
     errors = data.get("errors") if isinstance(data, dict) else None
     if not isinstance(errors, list) or not errors:
         return None
+    return field_errors(errors[:10])
+
+
+def field_errors(errors: Iterable[Any], prefix: str = "", default: str = "") -> str:
+    """Pydantic's errors (`loc`, `msg`), ours or a server's, as `<where>: <msg>`
+    joined with `; `: `where` is `prefix` and the dotted `loc`, or `default` for an
+    error with no `loc` (then only `<msg>` when `default` is '')."""
     parts = []
-    for error in errors[:10]:
+    for error in errors:
         if not isinstance(error, dict):
             parts.append(str(error))
             continue
-        where = ".".join(str(p) for p in error.get("loc") or ())
+        loc = ".".join(str(p) for p in error.get("loc") or ())
+        where = prefix + loc if loc else default
         message = str(error.get("msg") or error.get("type") or error)
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)

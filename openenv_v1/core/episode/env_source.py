@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from openenv_v1.core.manifest import local_project_dir
+
 if TYPE_CHECKING:
     from openenv_v1.core.launch.target import EnvTarget
 
@@ -161,12 +163,8 @@ def _base_name(node: ast.expr) -> str:
 
 
 def env_source_dir(target: EnvTarget) -> str | None:
-    """The local source of the env's server, when this episode launches it from a local
-    `project_path` (a Space cloned at launch, a Docker image or a `base_url` server
-    has none here)."""
+    """The local source of the env's server, when this episode launches it with UV
+    from a local `project_path` (`manifest.local_project_dir`)."""
     if target.connects or target.launcher != "uv":
         return None
-    path = target.provider_kwargs.get("project_path")
-    if isinstance(path, str) and not path.startswith("git+") and os.path.isdir(path):
-        return path
-    return None
+    return local_project_dir(target.provider_kwargs)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openenv_v1.core.episode.view import REWARD_SIGNAL_KEYS
-from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.errors import EnvFailure, remember_error_frame
 
 MAX_NESTING = 100
 """The deepest nesting of objects and lists an observation may have."""
@@ -87,9 +87,9 @@ def read_frame(result: Any) -> Frame:
 
 def guard_frames(client: Any) -> Any:
     """Make `client` (OpenEnv's WebSocket client: its `_receive` decodes each frame)
-    raise `MalformedFrame` for a frame whose envelope is broken (see the module
-    docstring) instead of reading it. Returns the client; one without a `_receive`
-    is returned as it is."""
+    raise `MalformedFrame` for a frame whose envelope is broken, and keep an error
+    frame's data (`errors.remember_error_frame`). Returns the client; one without a
+    `_receive` is returned as it is. The one patch of the client's private parts."""
     receive = getattr(client, "_receive", None)
     if receive is None or getattr(receive, "_guards_frames", False):
         return client
@@ -104,6 +104,8 @@ def guard_frames(client: Any) -> Any:
                 f"observation may nest at most {MAX_NESTING})"
             ) from e
         check_envelope(frame)
+        if frame.get("type") == "error":
+            remember_error_frame(client, frame.get("data"))
         return frame
 
     guarded._guards_frames = True  # type: ignore[attr-defined]

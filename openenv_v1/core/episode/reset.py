@@ -74,14 +74,13 @@ async def reset_frame(
             f"{label}: reset did not answer within {limits.reset_timeout_s:.0f}s"
         ) from e
     except Exception as e:
-        code = server_error_code(e)
-        if code == "CAPACITY_REACHED":
+        if at_capacity(e):
             raise EnvFailure(
                 f"{label}: server stayed at capacity for "
                 f"{limits.capacity_wait_s:.0f}s: {server_error_message(e)} "
                 "(raise the server's session limit or lower concurrency)"
             ) from e
-        if code is not None:
+        if (code := server_error_code(e)) is not None:
             raise EnvFailure(
                 f"{label}: reset({kwargs_text(kwargs)}) was rejected ({code}): "
                 f"{server_error_text(e, client)}"
