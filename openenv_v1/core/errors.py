@@ -1,10 +1,9 @@
 """Failures of the environment side, phrased for the person reading the trace.
 
-A failure text can hold what an env server wrote (its output tail, its error frames),
-and a server may echo its environment, `forward_env` values included: every such
-text is passed through `redact` with those values before it is raised, logged or put
-on the trace. A failure names a setting by its own name, as a `setting_names` token,
-which the surface that shows it (verifiers 0.2, 0.4, `check`) renders in its syntax.
+A failure text can quote an env server, which may echo its environment: every such
+text passes through `redact` with the `forward_env` values before it is raised,
+logged or traced. A failure names a setting by its `setting_names` token, which the
+surface that shows it renders.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Import OpenEnv's client side without gradio.
 
-`import openenv` loads `openenv.core.env_server`, which imports gradio for its web UI:
-several seconds and ~100 MB that a client or a launcher never uses, paid by every
-per-rollout user process. OpenEnv treats gradio as optional (its `env_server` catches
-the `ModuleNotFoundError`), so hiding gradio while OpenEnv is first imported gives the
-same client, minus the UI.
+`import openenv` imports gradio for its web UI: seconds and ~100 MB a client never
+uses, paid by every rollout process. OpenEnv treats gradio as optional (it catches the
+`ModuleNotFoundError`), so hiding gradio during the first import gives the same
+client, minus the UI.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
-"""A local HTTP endpoint that only this eval's own processes can use.
-
-The pool's lease endpoint and verifiers 0.2's simulator desk (native tool calls)
-are served by `LocalEndpoint`:
+"""A local HTTP endpoint that only this eval's own processes can use (`LocalEndpoint`).
 
 - a unix socket in a new 0700 directory: another local user cannot connect;
-- a bearer token on every request (`secrets.token_urlsafe`, compared in constant
-  time): another process of the same user, such as code in an env server, cannot
-  use it without the token, which lives only in the memory of our (non-dumpable)
-  processes and in the environment of the processes verifiers starts for us;
+- a bearer token on every request, compared in constant time: another process of
+  the same user (code in an env server) cannot use it without the token, which lives
+  only in our processes' memory and the environment of those verifiers starts for us;
 - `POST` with `Content-Type: application/json` only, and a body cap: a web page
   cannot send such a request without a CORS preflight, which it never gets;
-- a deadline for each request to arrive (`request_timeout_s`) and a cap on the
-  connections open at once (`max_connections`; more are closed at once): served by
-  asyncio, so idle connections and requests waiting for an answer hold no thread.
+- a deadline for each request to arrive and a cap on open connections (more are
+  closed at once); served by asyncio, so idle connections hold no thread.
 
-The endpoint's `address` (`unix:<socket>#<token>`) is what a client needs;
-`local_client(address)` is the matching client. One request per connection.
+Its `address` (`unix:<socket>#<token>`) is what `local_client(address)` needs. One
+request per connection.
 """
 
 from __future__ import annotations

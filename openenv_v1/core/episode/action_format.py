@@ -1,11 +1,9 @@
 """How to act, as the model is told: the action format, and feedback after a miss.
 
-The opening turn carries the action format once: one instruction (for an action of
-one string field, the env's own format: reply with the value itself; else the JSON
-schema; for an MCP env the call format and a bounded tool list); later turns carry
-only the new observation. After an invalid action the feedback names the problem and
-repeats the format (an MCP env's tools by name only), so the model can recover. In
-native tool calling the tools carry the format; the feedback is a short note.
+The opening turn carries the format once (for one string field, the value itself;
+else the JSON schema; for an MCP env the call format and a bounded tool list). After
+an invalid action the feedback names the problem and repeats the format; in native
+tool calling the tools carry the format and the feedback is a short note.
 """
 
 from __future__ import annotations

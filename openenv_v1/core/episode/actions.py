@@ -1,34 +1,12 @@
 """Turn a model reply into an action, or say precisely why it is not one.
 
-This is the one place a reply becomes an action (`replies.py` reads the text). The
-rule, in order (docs/replies.md):
-
-1. The reply's reasoning is dropped (`replies.final_answer`): a reply that ended
-   inside its reasoning or was cut off (`finish_reason == "length"`) is no action.
-2. Of the JSON objects in what is left (bare, fenced, in prose, in a tool-call tag;
-   near-JSON read by JSON5 or as a Python literal), the LAST one addressed to this env
-   is the action: for a plain env an object with at least one of the action's
-   fields, or a call of `act` (`{"name": "act", "arguments": {...}}`); for an MCP
-   env a tool call (`tool_name`, or a Hermes/OpenAI/Llama tool call written as
-   text). It is then checked, and when it is invalid the reply is refused: an
-   earlier object is never played instead. An object left open after it (a
-   truncated answer) refuses the reply too.
-3. With no such object, for a schema whose only required field takes a string
-   (`raw_field`) the answer is that field's value: the content of its last fenced
-   block, else the answer itself (unless the answer is one JSON object, which is
-   then checked as the action). Otherwise the last object is checked as the action,
-   and a reply without any is refused.
-
-Checking validates against the live JSON schema (and a tool's input schema); a
-scalar the validator finds of the wrong type is first converted as the env's
-pydantic model would in lax mode (`"3"` for an integer, `"true"` for a boolean:
-`pydantic.TypeAdapter`), and the action checked again. The validator walks the
-schema and resolves only references inside it (`schema_check.NO_REMOTE`, an empty
-`referencing.Registry`): a remote `$ref` is an error, never a fetch.
-
-With native tool calling the model's call arrives structured (`call_to_action`), or
-as text when the server parsed no call (`text_tool_call`); both are checked the same
-way.
+The one place a reply becomes an action (`replies.py` reads the text); the rule is
+docs/replies.md's: reasoning dropped, then the LAST JSON object addressed to this env
+is the action, checked, and never an earlier one instead; with none, a schema whose
+only required field takes a string (`raw_field`) gets the answer itself. Checking
+validates against the live schema (and a tool's input schema), remote `$ref`s refused
+(`schema_check.NO_REMOTE`); a scalar of the wrong type is first converted as the
+env's pydantic model would in lax mode (`"3"` for an integer).
 """
 
 from __future__ import annotations

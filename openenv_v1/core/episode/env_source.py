@@ -1,10 +1,7 @@
 """What the env's local source says: where it is, and what its `reset` takes.
 
-The reset contract is not on the wire: OpenEnv's server filters reset kwargs by the
-env's `reset` signature and drops the rest silently, but no endpoint (`/schema`,
-`/metadata`, `/openapi.json`) publishes that signature and nothing echoes the kwargs.
-`read_reset_params` therefore reads it from the env's source when that is local
-(`env_source_dir`: a UV launch from a local `project_path`).
+OpenEnv's server drops reset kwargs its env's `reset` does not take, and publishes
+that signature nowhere, so `read_reset_params` reads it from the source when local.
 """
 
 from __future__ import annotations

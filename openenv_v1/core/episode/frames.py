@@ -1,30 +1,12 @@
 """Where a reset or step frame from the env server becomes what the episode uses.
 
-The server is untrusted: whatever its frame holds, `read_frame` either returns a
-`Frame` the rest of the core can use without further checks, or raises
-`MalformedFrame` naming the fault. The contract of a `Frame`:
-
-- `observation` is a JSON object (a missing one is `{}`), nested at most
-  `MAX_NESTING` levels deep (so rendering it never recurses without bound);
-- `reward` is None or a finite float (a bool counts as 0 or 1, as OpenEnv's own
-  `Observation.reward` allows); a string, NaN, an infinity or an integer too large
-  for a float is a fault, never recorded;
-- `done` is a bool;
-- `signals` are the named reward signals of the frame's metadata (a
-  `reward_signals` / `rewards` / `reward_components` mapping, on the frame or in the
-  observation's `metadata`), every one a finite number.
-
-Before the client parses a frame, `guard_frames` checks its envelope: a frame nested
-too deep for the JSON decoder, one that is not a JSON object, and a reply frame
-without a `data` object (`{"type": "observation"}`, which OpenEnv's client would read
-as an empty observation) are `MalformedFrame`s too.
-
-A fault ends only the episode that received it (`EnvEpisode` reports it as the
-episode's error), keeping the reward earned before it.
-
-    client = guard_frames(client)
-    frame = read_frame(await client.step(action))
-    report.reward += frame.reward or 0.0
+The server is untrusted: `read_frame` either returns a `Frame` the core can use
+without further checks (an object `observation` nested at most `MAX_NESTING` deep, a
+`reward` that is None or a finite float, a bool `done`, finite named reward
+`signals` from the metadata), or raises `MalformedFrame` naming the field, what it
+held and what it must be. Before the client parses a frame, `guard_frames` checks its
+envelope (decodable, a JSON object, a reply's `data` an object). A fault ends only the
+episode that received it, keeping the reward earned before.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """An episode's reset: its frame, and the task its opening turn shows.
 
-- `reset_frame`: `reset(**kwargs)` within `reset_timeout_s`, its frame validated
-  (`frames.read_frame`); a server at capacity (`CAPACITY_REACHED`, `at_capacity`) is
-  retried for up to `capacity_wait_s`; every other refusal is an `EnvFailure` naming
-  the kwargs, the server's code and its message.
-- `opening_task`: the reset observation, or, when it shows the model nothing (its
-  task was in `metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws`
-  replies), the env's session state less bookkeeping and answer-like fields
-  (`view.task_from_state`); `OpeningTask` says which, and what was kept back.
-
-Whether the reset left an episode to play is `view.reset_refusal`'s rule.
-
-    frame = await reset_frame(client, {"seed": 3}, limits, label)
-    task = await opening_task(client, frame.observation or {}, limits.step_timeout_s)
+`reset_frame` waits out a server at capacity for `capacity_wait_s`; any other refusal
+is an `EnvFailure` naming the kwargs, the server's code and message. `opening_task`
+is the reset observation or, when it shows nothing (openenv-core 0.2.3 and 0.3.0
+strip `metadata` from `/ws` replies), the session's state less bookkeeping and
+answer-like fields (`view.task_from_state`).
 """
 
 from __future__ import annotations

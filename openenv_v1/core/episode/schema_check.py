@@ -1,11 +1,6 @@
-"""A schema served by the env, checked before anything uses it.
-
-The server is untrusted, so every schema (the action's, each MCP tool's input) passes
-`check_schema` first: a JSON object, at most `MAX_SCHEMA_NESTING` levels deep, valid
-against JSON Schema 2020-12 (a `pattern` must be a valid regex), every `$ref` local
-(`#/$defs/...`, `#/definitions/...`, an `$anchor`) and resolving. A remote `$ref` is
-never fetched: the schema is refused, as a setup error naming the reference. A
-self-referencing schema is fine (its example stops where it recurses).
+"""A schema served by the env, checked before anything uses it (`check_schema`): a
+JSON object, at most `MAX_SCHEMA_NESTING` deep, valid JSON Schema 2020-12, every
+`$ref` local and resolving. A remote `$ref` is refused as a setup error, never fetched.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """An action built from its schema, for the format hints the model is shown.
 
-`example_object` builds one that the schema accepts (lengths, item types, enums,
-bounds, `const`), or None when none can be built (a `pattern`, a `not`, a schema too
-deep), so that no hint misleads: what it builds is validated against the schema before
-it is returned.
-
-`example_objects` puts first the examples the schema itself gives (its `examples`, a
-field's `examples`, an example a field's description names: "e.g. [crane]"): a value
-the env's author wrote is likelier to be a legal move than a built placeholder.
+`example_object` builds one the schema accepts (validated before it is returned), or
+None when none can be built, so that no hint misleads. `example_objects` puts the
+schema's own examples first: a value the env's author wrote is likelier legal.
 """
 
 from __future__ import annotations
