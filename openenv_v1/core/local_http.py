@@ -44,9 +44,8 @@ MAX_CONNECTIONS = 8192
 
 
 class LocalEndpoint:
-    """Serves `handle` on a unix socket of its own (see the module docstring).
-    `start()` binds it on the running event loop, `start_in_thread()` on a loop of
-    its own; `close()` stops serving and removes the socket's directory."""
+    """Serves `handle` on a unix socket of its own: `start()` on the running event
+    loop, `start_in_thread()` on a loop of its own."""
 
     def __init__(
         self,
@@ -88,8 +87,7 @@ class LocalEndpoint:
         return self.address
 
     def start_in_thread(self) -> str:
-        """Listen on an event loop of its own, in a daemon thread; returns
-        `address`."""
+        """Listen on an event loop of its own, in a daemon thread; returns `address`."""
         loop = asyncio.new_event_loop()
         started = threading.Event()
 
@@ -208,8 +206,7 @@ class LocalEndpoint:
 
 
 def parse_address(address: str) -> tuple[str, str]:
-    """`(socket path, token)` of a `LocalEndpoint.address`; `ValueError` for
-    anything else."""
+    """`(socket path, token)` of a `LocalEndpoint.address`, else `ValueError`."""
     if not address.startswith(SCHEME) or "#" not in address:
         raise ValueError(f"not a local endpoint address: {address[:40]!r}")
     path, _, token = address[len(SCHEME) :].rpartition("#")
@@ -217,8 +214,7 @@ def parse_address(address: str) -> tuple[str, str]:
 
 
 def local_client(address: str, timeout: float | None) -> httpx.AsyncClient:
-    """An HTTP client for the endpoint at `address`: requests go to its socket with
-    its token (`client.post("/lease", json=...)`)."""
+    """An HTTP client for the endpoint at `address` (its socket, its token)."""
     path, token = parse_address(address)
     return httpx.AsyncClient(
         transport=httpx.AsyncHTTPTransport(uds=path, verify=False),

@@ -21,8 +21,8 @@ import contextlib
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -194,20 +194,8 @@ def list_launched(target: Any, list_tasks: Any) -> Any:
             url = http_base(client.base_url or target.label)
             return await asyncio.to_thread(list_tasks, url)
 
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["value"] = asyncio.run(launch_and_list())
-        except BaseException as e:  # handed to the caller's thread
-            result["error"] = e
-
-    thread = threading.Thread(target=run, name="openenv-v1-task-listing")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+    with ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-task-listing") as pool:
+        return pool.submit(asyncio.run, launch_and_list()).result()
 
 
 @dataclass(frozen=True)

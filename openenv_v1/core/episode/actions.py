@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticError
@@ -36,7 +35,7 @@ from openenv_v1.core.episode.replies import (
     whole_object,
 )
 from openenv_v1.core.episode.schema import ACT_TOOL, ActionSpec
-from openenv_v1.core.episode.schema_check import NO_REMOTE
+from openenv_v1.core.episode.schema_check import validator_for
 
 Delimiters = tuple[tuple[str, str], ...]
 
@@ -165,22 +164,10 @@ def _as_tool_call(candidate: dict[str, Any], spec: ActionSpec) -> dict[str, Any]
     return call
 
 
-# Validators by schema object: building one costs more than a local step.
-_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
-
-
-def _validator(schema: dict[str, Any]) -> Draft202012Validator:
-    cached = _validators.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        validator = Draft202012Validator(schema, registry=NO_REMOTE)
-        cached = _validators[id(schema)] = (schema, validator)
-    return cached[1]
-
-
 def _checked(instance: Any, schema: dict[str, Any], what: str) -> Any:
     """The instance, lax-coerced where the schema check finds a scalar of the wrong
     type (`_coerced`), when it is valid; else `InvalidAction` naming every problem."""
-    validator = _validator(schema)
+    validator = validator_for(schema)
     try:
         if validator.is_valid(instance):
             return instance

@@ -98,6 +98,20 @@ def _schema_nodes(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 _SCHEMA_URI = "urn:openenv-v1:schema"
 
 
+# Validators by schema object: building one costs more than a local step.
+_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator of `schema` that fetches nothing (`NO_REMOTE`), built once per
+    schema object."""
+    cached = _validators.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        validator = Draft202012Validator(schema, registry=NO_REMOTE)
+        cached = _validators[id(schema)] = (schema, validator)
+    return cached[1]
+
+
 def resolve_local(schema: dict[str, Any], ref: str) -> Any:
     """What a local `$ref` of `schema` (a JSON pointer, `#/$defs/Move`, or an anchor,
     `#move`) refers to, resolved by `referencing` as the validator resolves it; None
