@@ -26,12 +26,8 @@ _SERVER_ERROR = re.compile(
 
 
 class EnvFailure(Exception):
-    """The environment could not be launched, reached, reset or stepped.
-
-    `str(failure)` is the complete, human-readable cause (URL, errno, the server's own
-    message or stderr tail); it is what lands on the trace, once the surface showing
-    it has rendered the settings it names (`setting_names.render_settings`).
-    """
+    """The environment could not be launched, reached, reset or stepped; `str()` is
+    the whole cause, as the trace shows it once its settings are rendered."""
 
     @property
     def settings(self) -> tuple[str, ...]:
@@ -51,10 +47,9 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def setup_failure(label: str, exc: Exception, secrets: Iterable[str] = ()) -> str:
-    """The cause, for the trace, of an episode that could not be opened or reset: an
-    `EnvFailure` as it is; anything else, unexpected, as `<label>: setup failed:
-    <what>` (logged with its traceback; call it from the `except` block). Both are
-    redacted of `secrets` (the `forward_env` values)."""
+    """The cause, for the trace, of an episode that could not be opened or reset,
+    redacted of `secrets`: an `EnvFailure` as it is; anything else as `<label>: setup
+    failed: <what>`, logged with its traceback (call it from the `except` block)."""
     secrets = tuple(secrets)
     if isinstance(exc, EnvFailure):
         return redact(str(exc), secrets)
@@ -97,20 +92,9 @@ _FRAME_ATTR = "_openenv_v1_error_frame"
 
 
 def remember_error_frame(client: Any, data: Any) -> None:
-    """Keep the `data` of an error frame `client` received, which its exception
-    reduces to `message` and `code` (a `VALIDATION_ERROR`'s `errors` list is
-    dropped), for `server_error_text`; `frames.guard_frames` calls it."""
+    """Keep the `data` of an error frame `client` received (its exception keeps only
+    `message` and `code`), for `server_error_text`."""
     setattr(client, _FRAME_ATTR, data or {})
-
-
-def server_error_details(client: Any) -> str | None:
-    """The `errors` of the last error frame `client` received (a
-    `VALIDATION_ERROR`'s, `field_errors`), or None when there are none."""
-    data = getattr(client, _FRAME_ATTR, None)
-    errors = data.get("errors") if isinstance(data, dict) else None
-    if not isinstance(errors, list) or not errors:
-        return None
-    return field_errors(errors[:10])
 
 
 def field_errors(errors: Iterable[Any], prefix: str = "", default: str = "") -> str:
@@ -135,10 +119,13 @@ def clear_error_frame(client: Any) -> None:
 
 
 def server_error_text(exc: BaseException, client: Any) -> str:
-    """The server's message for an error frame, with its detail (a
-    `VALIDATION_ERROR`'s `errors`, `server_error_details`) when the frame had one;
-    the frame is then forgotten (`clear_error_frame`)."""
-    message = server_error_message(exc)
-    details = server_error_details(client)
+    """The server's message for an error frame, with the `errors` of its data (a
+    `VALIDATION_ERROR`'s, `field_errors`) when it had some; the frame is then
+    forgotten."""
+    data = getattr(client, _FRAME_ATTR, None)
     clear_error_frame(client)
-    return f"{message} ({details})" if details else message
+    errors = data.get("errors") if isinstance(data, dict) else None
+    message = server_error_message(exc)
+    if not isinstance(errors, list) or not errors:
+        return message
+    return f"{message} ({field_errors(errors[:10])})"

@@ -34,7 +34,7 @@ class ResetParams:
     any_keyword: bool
     """`reset` takes `**kwargs`: every key reaches the env."""
     where: str
-    """The method(s) read, for messages: `WordleEnvironment.reset in server/env.py`."""
+    """The method(s) read: `WordleEnvironment.reset in server/env.py`."""
 
     def unknown(self, kwargs: dict[str, Any]) -> list[str]:
         """Keys of `kwargs` the server drops before calling `reset`."""
@@ -42,7 +42,7 @@ class ResetParams:
 
     def unknown_note(self, keys: list[str], share: str = "") -> str:
         """What is said of `keys` the env's `reset` does not take (`share`: how many
-        resets had them): the episode's log line and `check`'s warning."""
+        resets had them)."""
         many = len(keys) > 1
         return (
             f"reset kwarg{'s' if many else ''} {', '.join(repr(k) for k in keys)}"
@@ -53,17 +53,12 @@ class ResetParams:
 
 
 def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
-    """The reset parameters of the env classes under `source_dir`: subclasses of
-    OpenEnv's `Environment` / `MCPEnvironment`, directly or through the project's own
-    classes. Several env classes are merged (a key any of them takes is known). None
-    when no env class with a `reset` is found.
-
-    Every episode of an eval asks, so the answer is kept: parsed once per state of
-    the source files (path, size, mtime), and the files are looked at again (a
-    walk and a `stat` each) only once `RESET_PARAMS_RECHECK_S` have passed since.
-    Thread-safe, and parses one tree at a time, since CPython 3.11's `ast` is not
-    safe to use from several threads at once (it fails with "AST constructor
-    recursion depth mismatch")."""
+    """The reset parameters of the env classes under `source_dir` (subclasses of
+    OpenEnv's `Environment` / `MCPEnvironment`, directly or not), merged; None when
+    no env class with a `reset` is found. Every episode asks, so the answer is kept
+    per state of the source files, looked at again only `RESET_PARAMS_RECHECK_S`
+    after the last look; one tree is parsed at a time (CPython 3.11's `ast` is not
+    thread-safe)."""
     root = Path(source_dir)
     with _reset_params_lock:
         recent = _reset_params_recent.get(str(root))
