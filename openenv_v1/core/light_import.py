@@ -14,30 +14,23 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-_HIDDEN = ("gradio",)
-
 
 @contextlib.contextmanager
 def without_gradio() -> Iterator[None]:
-    """Make `import gradio` fail inside the block, unless gradio is already loaded.
-
-    Only the first import of OpenEnv is affected; the block is undone on exit, so later
-    code that really wants gradio can still import it.
-    """
-    hidden = [name for name in _HIDDEN if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # import -> ModuleNotFoundError
+    """Make `import gradio` fail inside the block, unless gradio is already loaded;
+    undone on exit, so later code that wants gradio can still import it."""
+    hidden = "gradio" not in sys.modules
+    if hidden:
+        sys.modules["gradio"] = None  # type: ignore[assignment]  # -> ModuleNotFoundError
     try:
         yield
     finally:
-        for name in hidden:
-            if sys.modules.get(name, ...) is None:
-                del sys.modules[name]
+        if hidden and sys.modules.get("gradio", ...) is None:
+            del sys.modules["gradio"]
 
 
 def generic_client_class() -> type:
-    """OpenEnv's `GenericEnvClient`, imported without gradio (with what the installed
-    OpenEnv line lacks added: see `openenv_lines`)."""
+    """OpenEnv's `GenericEnvClient` (`openenv_lines`'), imported without gradio."""
     from openenv_v1.core.openenv_lines import GenericEnvClient
 
     return GenericEnvClient

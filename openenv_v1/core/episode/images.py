@@ -177,16 +177,12 @@ def _from_nested(name: str, rows: list) -> FoundImage | None:
     for row in rows:
         if not isinstance(row, list) or len(row) != width:
             return None
-        flat = row if channels == 1 else _chained(row)
+        flat = row if channels == 1 else itertools.chain.from_iterable(row)
         data = _bytes_of(flat)
         if data is None or len(data) != width * channels:
             return None
         parts.append(data)
     return FoundImage(name, height, width, channels, (name,), b"".join(parts))
-
-
-def _chained(row: list) -> Any:
-    return itertools.chain.from_iterable(row)
 
 
 def _bytes_of(values: Any) -> bytes | None:

@@ -31,16 +31,12 @@ from openenv_v1.core.errors import (
     server_error_text,
 )
 
-__all__ = ["OpeningTask", "at_capacity", "kwargs_text", "opening_task", "reset_frame"]
+__all__ = ["OpeningTask", "at_capacity", "opening_task", "reset_frame"]
 
 
 def at_capacity(exc: BaseException) -> bool:
     """Whether `exc` is a server's refusal of a new session (`CAPACITY_REACHED`)."""
     return server_error_code(exc) == "CAPACITY_REACHED"
-
-
-def kwargs_text(kwargs: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
 async def reset_frame(
@@ -73,8 +69,9 @@ async def reset_frame(
                 "(raise the server's session limit or lower concurrency)"
             ) from e
         if (code := server_error_code(e)) is not None:
+            shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
             raise EnvFailure(
-                f"{label}: reset({kwargs_text(kwargs)}) was rejected ({code}): "
+                f"{label}: reset({shown}) was rejected ({code}): "
                 f"{server_error_text(e, client)}"
             ) from e
         raise EnvFailure(f"{label}: reset failed: {describe(e)}") from e
