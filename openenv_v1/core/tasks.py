@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from openenv_v1.core.episode.env_source import python_files
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.http_client import http_base, sync_client
 from openenv_v1.core.manifest import local_project_dir
@@ -288,11 +289,7 @@ def reset_kwargs(reset: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
 
 def defines_tasks(source_dir: str) -> bool:
     """Whether the env's local source defines a `TaskProvider` (`def list_splits`)."""
-    root = Path(source_dir)
-    skip = {".venv", "venv", "node_modules", ".git", "__pycache__"}
-    for path in root.rglob("*.py"):
-        if skip & set(path.relative_to(root).parts):
-            continue
+    for path in python_files(Path(source_dir)):
         with contextlib.suppress(OSError):
             if "def list_splits" in path.read_text(errors="replace"):
                 return True

@@ -64,7 +64,7 @@ def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
         recent = _reset_params_recent.get(str(root))
         if recent and time.monotonic() - recent[0] < RESET_PARAMS_RECHECK_S:
             return recent[1]
-    files = _python_files(root)
+    files = python_files(root)
     key = (str(root.resolve()), tuple(_file_stamp(path) for path in files))
     with _reset_params_lock:
         if key not in _reset_params_cache:
@@ -133,7 +133,9 @@ def _parse_reset_params(root: Path, files: list[Path]) -> ResetParams | None:
     return ResetParams(frozenset(names), any_keyword, ", ".join(sorted(where)))
 
 
-def _python_files(root: Path) -> list[Path]:
+def python_files(root: Path) -> list[Path]:
+    """The project's Python files (no hidden, vendored or cache folders), at most
+    `_MAX_SOURCE_FILES`."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(
