@@ -152,10 +152,8 @@ def credentials_error(manifest: Manifest, forward_env: Sequence[str]) -> str | N
 
 
 def manifest_defaults(fields: Any, provider_kwargs: Any) -> dict[str, Any]:
-    """The container limits the manifest of the env's local folder declares
-    (`local_project_dir`), for the launcher options named in `fields`; the caller's
-    own options override them. A manifest that cannot be read adds none (the
-    taskset reports it)."""
+    """The container limits the manifest of the env's local folder declares, for the
+    launcher options named in `fields`; none from a manifest that cannot be read."""
     try:
         manifest = read_manifest(local_project_dir(provider_kwargs))
     except ManifestError:

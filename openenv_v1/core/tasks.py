@@ -339,11 +339,9 @@ def taskset_tasks(
     lease: Callable[[], tuple[str, Callable[[], None]]] | None = None,
 ) -> tuple[list[PlannedTask], TaskSource]:
     """The tasks of a taskset with `settings` (`openenv_v1.settings.TaskSettings`):
-    the env's own when `resets` is unset (or `split` is set) and its server offers
-    the Task API, else its `resets` (default one empty reset), each keyed by what it
-    is (`task_key`) and seeded (`shared_seed`) unless its kwargs carry a seed. The
-    server (`with_task_api`) is asked only where that cannot be a launch in vain: a
-    `base_url`, a local source that defines `list_splits`, or `split` set."""
+    the env's own when `resets` is unset (or `split` set) and its server offers the
+    Task API, else its `resets`. The server is asked only where that cannot be a
+    launch in vain: a `base_url`, a source that defines `list_splits`, or `split`."""
 
     def plan(api: TaskApi | None) -> tuple[list[PlannedTask], TaskSource]:
         return plan_tasks(

@@ -28,12 +28,10 @@ _CALL_FORMAT = (
 
 
 def render_action_format(spec: ActionSpec) -> str:
-    """How to act, once, in the opening turn: one instruction. For a schema whose
-    only required field takes a string (`raw_field`), to reply with that value itself
-    (the env's own format, e.g. Wordle's `[crane]`); else the JSON schema; for an MCP
-    env the call format and the tool list, bounded by `MAX_TOOL_LIST_CHARS`. The
-    action's docstring is shown as native mode's `act` description shows it, and
-    the example only when it satisfies the schema."""
+    """How to act, once, in the opening turn: for a `raw_field` schema, to reply with
+    the value itself (the env's own format, e.g. Wordle's `[crane]`); else the JSON
+    schema; for an MCP env the call format and the tool list. The example is shown
+    only when it satisfies the schema."""
     example = spec.example()
     example_line = [] if example is None else [f"Example: {compact(example)}"]
     if spec.is_mcp:

@@ -48,10 +48,8 @@ _LOCKED_CORE = re.compile(
 
 
 def locked_core_version(project_dir: str | Path) -> str | None:
-    """The openenv-core version the project's `uv.lock` pins, or None (no lock, no
-    openenv-core in it, or unreadable). Asked per rollout: read once per state of the
-    lock (size, mtime), and searched for its package entry rather than parsed whole
-    (thousands of lines)."""
+    """The openenv-core version the project's `uv.lock` pins, or None. Asked per
+    rollout: read once per state of the lock (size, mtime), and searched, not parsed."""
     lock = Path(project_dir) / "uv.lock"
     try:
         stat = lock.stat()
@@ -86,9 +84,8 @@ def route_mcp_steps(client: Any, project_dir: str | Path | None, label: str) -> 
 
 class SessionRpcClient:
     """An OpenEnv client whose MCP steps go to the same session as JSON-RPC `mcp`
-    messages; everything else (reset, state, other actions, closing) is the wrapped
-    client's. Step results have the shape of the steps they replace: `tools` for
-    `list_tools`; `tool_name`, `result`, `error` for `call_tool`."""
+    messages, answered in the shape of the steps they replace; all else is the
+    wrapped client's."""
 
     def __init__(self, client: Any, label: str) -> None:
         self.client = client
