@@ -104,9 +104,11 @@ _validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
 
 def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
     """A validator of `schema` that fetches nothing (`NO_REMOTE`), built once per
-    schema object."""
+    schema object (each episode reads its own: the cache is bounded)."""
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:
+        if len(_validators) >= 256:
+            _validators.clear()
         validator = Draft202012Validator(schema, registry=NO_REMOTE)
         cached = _validators[id(schema)] = (schema, validator)
     return cached[1]
