@@ -180,7 +180,7 @@ async def test_a_metadata_task_reaches_the_model_from_an_openenv_core_030_server
         async with episode_at(url) as episode:
             opening = (await episode.reset({})).text
             assert TASK_QUESTION in opening and TASK_ANSWER not in opening
-            assert (episode.task_source, episode.state_hidden) == (
+            assert (episode.task.source, episode.task.hidden) == (
                 "state",
                 ["ground_truth"],
             )
@@ -197,7 +197,7 @@ async def test_a_metadata_task_shows_from_metadata_on_an_openenv_010_server():
     with served("metadata_task_app", VF02_PYTHON) as url:
         async with episode_at(url) as episode:
             opening = (await episode.reset({})).text
-            assert TASK_QUESTION in opening and episode.task_source == "observation"
+            assert TASK_QUESTION in opening and episode.task.source == "observation"
 
 
 @needs_vf04

@@ -1,27 +1,7 @@
-"""The OpenEnv-facing core, in two wings: where an env server runs, and what one
-episode does against it.
-
-Nothing here imports verifiers; `openenv_v1.vf02` and `openenv_v1.vf04` bind it.
-
-    launch/        where an env server runs and who owns it: `open_env` from an
-                   `EnvTarget` (base_url, a pooled server, UV, Docker, Swarm, cloud)
-    episode/       one episode against a connected client: schema, replies to
-                   actions, observations to turns, `EnvEpisode`
-    tasks.py       the taskset's task plan: resets, the env's own Task API, stable
-                   keys, shared seeds
-    manifest.py    what an env folder's `openenv.yaml` declares
-
-What both wings use:
-
-    errors.py         EnvFailure and redaction of what reaches logs
-    setting_names.py  a setting named by its own name; a binding's Surface renders it
-    openenv_lines.py  what differs between openenv 0.10 and openenv-core 0.3.0
-    light_import.py   OpenEnv's client imported without gradio (`no_gradio/`)
-    http_client.py    the HTTP clients the core opens: one TLS context per process
-    local_http.py     our loopback endpoints: unix sockets, a token, JSON only
-
-Its names are imported on first use, so that a small piece (`launch.process_group`,
-say) can be imported without the OpenEnv client behind the rest.
+"""The OpenEnv-facing core, in two wings: where an env server runs (`launch/`) and
+what one episode does against it (`episode/`), with what both use (docs/layout.md
+maps the modules). Nothing here imports verifiers. Its names are imported on first
+use, so that a small piece can be imported without the OpenEnv client behind the rest.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Failures of the environment side, phrased for the person reading the trace.
 
-A failure text can hold what an env server wrote (its output tail, its error frames),
-and a server may echo its environment, `forward_env` values included: every such
-text is passed through `redact` with those values before it is raised, logged or put
-on the trace. A failure names a setting by its own name, as a `setting_names` token,
-which the surface that shows it (verifiers 0.2, 0.4, `check`) renders in its syntax.
+A failure text can quote an env server, which may echo its environment: every such
+text passes through `redact` with the `forward_env` values before it is raised,
+logged or traced. A failure names a setting by its `setting_names` token, which the
+surface that shows it renders.
 """
 
 from __future__ import annotations
@@ -27,12 +26,8 @@ _SERVER_ERROR = re.compile(
 
 
 class EnvFailure(Exception):
-    """The environment could not be launched, reached, reset or stepped.
-
-    `str(failure)` is the complete, human-readable cause (URL, errno, the server's own
-    message or stderr tail); it is what lands on the trace, once the surface showing
-    it has rendered the settings it names (`setting_names.render_settings`).
-    """
+    """The environment could not be launched, reached, reset or stepped; `str()` is
+    the whole cause, as the trace shows it once its settings are rendered."""
 
     @property
     def settings(self) -> tuple[str, ...]:
@@ -52,10 +47,9 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def setup_failure(label: str, exc: Exception, secrets: Iterable[str] = ()) -> str:
-    """The cause, for the trace, of an episode that could not be opened or reset: an
-    `EnvFailure` as it is; anything else, unexpected, as `<label>: setup failed:
-    <what>` (logged with its traceback; call it from the `except` block). Both are
-    redacted of `secrets` (the `forward_env` values)."""
+    """The cause, for the trace, of an episode that could not be opened or reset,
+    redacted of `secrets`: an `EnvFailure` as it is; anything else as `<label>: setup
+    failed: <what>`, logged with its traceback (call it from the `except` block)."""
     secrets = tuple(secrets)
     if isinstance(exc, EnvFailure):
         return redact(str(exc), secrets)
@@ -97,40 +91,23 @@ def describe(exc: BaseException) -> str:
 _FRAME_ATTR = "_openenv_v1_error_frame"
 
 
-def keep_error_frames(client: Any) -> Any:
-    """Make `client` remember the data of the last error frame it received, which
-    its own exception reduces to `message` and `code` (a `VALIDATION_ERROR`'s
-    `errors` list is dropped). Returns the client; one without a `_receive` (not
-    OpenEnv's WebSocket client) is returned as it is."""
-    receive = getattr(client, "_receive", None)
-    if receive is None or getattr(receive, "_keeps_frames", False):
-        return client
-
-    async def keeping(*args: Any, **kwargs: Any) -> Any:
-        frame = await receive(*args, **kwargs)
-        if isinstance(frame, dict) and frame.get("type") == "error":
-            setattr(client, _FRAME_ATTR, frame.get("data") or {})
-        return frame
-
-    keeping._keeps_frames = True  # type: ignore[attr-defined]
-    client._receive = keeping
-    return client
+def remember_error_frame(client: Any, data: Any) -> None:
+    """Keep the `data` of an error frame `client` received (its exception keeps only
+    `message` and `code`), for `server_error_text`."""
+    setattr(client, _FRAME_ATTR, data or {})
 
 
-def server_error_details(client: Any) -> str | None:
-    """The detail of the last error frame `client` received (see
-    `keep_error_frames`): each of a `VALIDATION_ERROR`'s `errors` as
-    `<where>: <msg>`, joined with `; `; None when there is none."""
-    data = getattr(client, _FRAME_ATTR, None)
-    errors = data.get("errors") if isinstance(data, dict) else None
-    if not isinstance(errors, list) or not errors:
-        return None
+def field_errors(errors: Iterable[Any], prefix: str = "", default: str = "") -> str:
+    """Pydantic's errors (`loc`, `msg`), ours or a server's, as `<where>: <msg>`
+    joined with `; `: `where` is `prefix` and the dotted `loc`, or `default` for an
+    error with no `loc` (then only `<msg>` when `default` is '')."""
     parts = []
-    for error in errors[:10]:
+    for error in errors:
         if not isinstance(error, dict):
             parts.append(str(error))
             continue
-        where = ".".join(str(p) for p in error.get("loc") or ())
+        loc = ".".join(str(p) for p in error.get("loc") or ())
+        where = prefix + loc if loc else default
         message = str(error.get("msg") or error.get("type") or error)
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)
@@ -142,10 +119,13 @@ def clear_error_frame(client: Any) -> None:
 
 
 def server_error_text(exc: BaseException, client: Any) -> str:
-    """The server's message for an error frame, with its detail (a
-    `VALIDATION_ERROR`'s `errors`, `server_error_details`) when the frame had one;
-    the frame is then forgotten (`clear_error_frame`)."""
-    message = server_error_message(exc)
-    details = server_error_details(client)
+    """The server's message for an error frame, with the `errors` of its data (a
+    `VALIDATION_ERROR`'s, `field_errors`) when it had some; the frame is then
+    forgotten."""
+    data = getattr(client, _FRAME_ATTR, None)
     clear_error_frame(client)
-    return f"{message} ({details})" if details else message
+    errors = data.get("errors") if isinstance(data, dict) else None
+    message = server_error_message(exc)
+    if not isinstance(errors, list) or not errors:
+        return message
+    return f"{message} ({field_errors(errors[:10])})"

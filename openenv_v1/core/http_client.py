@@ -1,11 +1,6 @@
-"""The HTTP clients the core opens (action schema, pool leases): one TLS context per
-process; and a server's HTTP base (`http_base`) from the URL its client reports.
-
-httpx builds a new TLS context for every client it creates, loading the CA bundle
-(about 20 ms of CPU), even for plain-HTTP loopback URLs. An eval opens one or more
-short-lived clients per episode, so at hundreds of episodes that was seconds of CPU
-per minute; the clients made here share one context instead. Proxies are never
-read from the environment: env servers are reached directly.
+"""The HTTP clients the core opens: one TLS context per process (httpx loads the CA
+bundle, about 20 ms of CPU, for every client otherwise), proxies never read from the
+environment; and a server's HTTP base (`http_base`).
 
     async with async_client(timeout=10.0) as http:
         await http.get(f"{base_url}/schema")
@@ -38,4 +33,9 @@ def async_client(timeout: float | httpx.Timeout | None) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, trust_env=False, verify=shared_tls())
 
 
-__all__ = ["async_client", "http_base", "shared_tls"]
+def sync_client(timeout: float | httpx.Timeout | None) -> httpx.Client:
+    """An `httpx.Client` with the process's shared TLS context."""
+    return httpx.Client(timeout=timeout, trust_env=False, verify=shared_tls())
+
+
+__all__ = ["async_client", "http_base", "shared_tls", "sync_client"]

@@ -1,10 +1,9 @@
 """Import OpenEnv's client side without gradio.
 
-`import openenv` loads `openenv.core.env_server`, which imports gradio for its web UI:
-several seconds and ~100 MB that a client or a launcher never uses, paid by every
-per-rollout user process. OpenEnv treats gradio as optional (its `env_server` catches
-the `ModuleNotFoundError`), so hiding gradio while OpenEnv is first imported gives the
-same client, minus the UI.
+`import openenv` imports gradio for its web UI: seconds and ~100 MB a client never
+uses, paid by every rollout process. OpenEnv treats gradio as optional (it catches the
+`ModuleNotFoundError`), so hiding gradio during the first import gives the same
+client, minus the UI.
 """
 
 from __future__ import annotations
@@ -15,30 +14,23 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-_HIDDEN = ("gradio",)
-
 
 @contextlib.contextmanager
 def without_gradio() -> Iterator[None]:
-    """Make `import gradio` fail inside the block, unless gradio is already loaded.
-
-    Only the first import of OpenEnv is affected; the block is undone on exit, so later
-    code that really wants gradio can still import it.
-    """
-    hidden = [name for name in _HIDDEN if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # import -> ModuleNotFoundError
+    """Make `import gradio` fail inside the block, unless gradio is already loaded;
+    undone on exit, so later code that wants gradio can still import it."""
+    hidden = "gradio" not in sys.modules
+    if hidden:
+        sys.modules["gradio"] = None  # type: ignore[assignment]  # -> ModuleNotFoundError
     try:
         yield
     finally:
-        for name in hidden:
-            if sys.modules.get(name, ...) is None:
-                del sys.modules[name]
+        if hidden and sys.modules.get("gradio", ...) is None:
+            del sys.modules["gradio"]
 
 
 def generic_client_class() -> type:
-    """OpenEnv's `GenericEnvClient`, imported without gradio (with what the installed
-    OpenEnv line lacks added: see `openenv_lines`)."""
+    """OpenEnv's `GenericEnvClient` (`openenv_lines`'), imported without gradio."""
     from openenv_v1.core.openenv_lines import GenericEnvClient
 
     return GenericEnvClient

@@ -1,21 +1,16 @@
-"""A local HTTP endpoint that only this eval's own processes can use.
-
-The pool's lease endpoint and verifiers 0.2's simulator desk (native tool calls)
-are served by `LocalEndpoint`:
+"""A local HTTP endpoint that only this eval's own processes can use (`LocalEndpoint`).
 
 - a unix socket in a new 0700 directory: another local user cannot connect;
-- a bearer token on every request (`secrets.token_urlsafe`, compared in constant
-  time): another process of the same user, such as code in an env server, cannot
-  use it without the token, which lives only in the memory of our (non-dumpable)
-  processes and in the environment of the processes verifiers starts for us;
+- a bearer token on every request, compared in constant time: another process of
+  the same user (code in an env server) cannot use it without the token, which lives
+  only in our processes' memory and the environment of those verifiers starts for us;
 - `POST` with `Content-Type: application/json` only, and a body cap: a web page
   cannot send such a request without a CORS preflight, which it never gets;
-- a deadline for each request to arrive (`request_timeout_s`) and a cap on the
-  connections open at once (`max_connections`; more are closed at once): served by
-  asyncio, so idle connections and requests waiting for an answer hold no thread.
+- a deadline for each request to arrive and a cap on open connections (more are
+  closed at once); served by asyncio, so idle connections hold no thread.
 
-The endpoint's `address` (`unix:<socket>#<token>`) is what a client needs;
-`local_client(address)` is the matching client. One request per connection.
+Its `address` (`unix:<socket>#<token>`) is what `local_client(address)` needs. One
+request per connection.
 """
 
 from __future__ import annotations
@@ -49,9 +44,8 @@ MAX_CONNECTIONS = 8192
 
 
 class LocalEndpoint:
-    """Serves `handle` on a unix socket of its own (see the module docstring).
-    `start()` binds it on the running event loop, `start_in_thread()` on a loop of
-    its own; `close()` stops serving and removes the socket's directory."""
+    """Serves `handle` on a unix socket of its own: `start()` on the running event
+    loop, `start_in_thread()` on a loop of its own."""
 
     def __init__(
         self,
@@ -93,8 +87,7 @@ class LocalEndpoint:
         return self.address
 
     def start_in_thread(self) -> str:
-        """Listen on an event loop of its own, in a daemon thread; returns
-        `address`."""
+        """Listen on an event loop of its own, in a daemon thread; returns `address`."""
         loop = asyncio.new_event_loop()
         started = threading.Event()
 
@@ -213,8 +206,7 @@ class LocalEndpoint:
 
 
 def parse_address(address: str) -> tuple[str, str]:
-    """`(socket path, token)` of a `LocalEndpoint.address`; `ValueError` for
-    anything else."""
+    """`(socket path, token)` of a `LocalEndpoint.address`, else `ValueError`."""
     if not address.startswith(SCHEME) or "#" not in address:
         raise ValueError(f"not a local endpoint address: {address[:40]!r}")
     path, _, token = address[len(SCHEME) :].rpartition("#")
@@ -222,8 +214,7 @@ def parse_address(address: str) -> tuple[str, str]:
 
 
 def local_client(address: str, timeout: float | None) -> httpx.AsyncClient:
-    """An HTTP client for the endpoint at `address`: requests go to its socket with
-    its token (`client.post("/lease", json=...)`)."""
+    """An HTTP client for the endpoint at `address` (its socket, its token)."""
     path, token = parse_address(address)
     return httpx.AsyncClient(
         transport=httpx.AsyncHTTPTransport(uds=path, verify=False),

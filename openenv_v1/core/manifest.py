@@ -1,10 +1,8 @@
 """What an env folder's `openenv.yaml` declares, as far as running it goes.
 
-OpenEnv 0.10 models the manifest's `validation:` block in `openenv.validation`
-(strictly: a block that declares only its resources fails there). openenv-core 0.3.0
-has no such module. So it is read here, on both lines, with `yaml.safe_load` and a
-lenient model of the same field names; unknown fields are ignored, and a field of the
-wrong type is an error naming it:
+Read on both OpenEnv lines (openenv-core 0.3.0 has no `openenv.validation`) with
+`yaml.safe_load` and a lenient model of OpenEnv's field names: unknown fields are
+ignored, a field of the wrong type is an error naming it.
 
     validation:
       reward: {range: [0, 1]}
@@ -12,28 +10,24 @@ wrong type is an error naming it:
       network: {mode: no-network}            # public | no-network | allowlist
       execution: {requires_credentials: [OPENAI_API_KEY]}   # or `true`
 
-    manifest = read_manifest("/path/to/env")   # None: no openenv.yaml, or no block
-
-What each declaration does: `episode_timeout_s` is the default episode budget (the
-`episode_timeout_s` setting wins); `resources` are the default limits of a Docker,
-Swarm or cloud container; `network.mode: no-network` runs the container without
-egress; a reward outside `reward.range` is flagged on the episode; and
-`requires_credentials` is checked against `forward_env` before anything runs
-(OpenEnv's own field is a bool; a list of variable names is read too, and then the
-missing ones are named).
+`episode_timeout_s` is the default episode budget; `resources` the default limits of
+a container launch; `no-network` runs the container without egress; a reward outside
+`reward.range` is flagged; `requires_credentials` (OpenEnv's is a bool; a list of
+names is read too) is checked against `forward_env` before anything runs.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openenv_v1.core.errors import field_errors
 from openenv_v1.core.setting_names import setting
 
 MANIFEST = "openenv.yaml"
@@ -59,7 +53,7 @@ class Network(_Lenient):
 class RewardRange(_Lenient):
     range: tuple[float, float] | None = None
 
-    @field_validator("range")
+    @field_validator("range")  # called by pydantic
     @classmethod
     def _increasing(cls, value: tuple[float, float] | None) -> Any:
         if value is not None and not (
@@ -74,7 +68,7 @@ class Execution(_Lenient):
 
 
 class Manifest(_Lenient):
-    """The `validation:` block of an `openenv.yaml` (see the module docstring)."""
+    """The `validation:` block of an `openenv.yaml`."""
 
     path: str = ""
     """The file it was read from."""
@@ -134,10 +128,7 @@ def read_manifest(folder: str | os.PathLike[str] | None) -> Manifest | None:
     try:
         return Manifest.model_validate({**block, "path": str(path)})
     except ValidationError as e:
-        fields = "; ".join(
-            f"validation.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-            for err in e.errors()
-        )
+        fields = field_errors(e.errors(), "validation.")
         raise ManifestError(f"{path}: {fields}") from None
 
 
@@ -161,15 +152,10 @@ def credentials_error(manifest: Manifest, forward_env: Sequence[str]) -> str | N
 
 
 def manifest_defaults(fields: Any, provider_kwargs: Any) -> dict[str, Any]:
-    """The container limits the manifest of `provider_kwargs["project_path"]`
-    declares, for the launcher options named in `fields` (a model's fields); the
-    caller's own options override them. A manifest that cannot be read adds none (the
-    taskset reports it)."""
-    path = provider_kwargs.get("project_path")
-    if not isinstance(path, str) or path.startswith("git+"):
-        return {}
+    """The container limits the manifest of the env's local folder declares, for the
+    launcher options named in `fields`; none from a manifest that cannot be read."""
     try:
-        manifest = read_manifest(path)
+        manifest = read_manifest(local_project_dir(provider_kwargs))
     except ManifestError:
         return {}
     if manifest is None:
@@ -177,10 +163,20 @@ def manifest_defaults(fields: Any, provider_kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in manifest.container_limits().items() if k in fields}
 
 
+def local_project_dir(provider_kwargs: Mapping[str, Any]) -> str | None:
+    """The env's local folder: `provider_kwargs["project_path"]` when it names an
+    existing folder (not a `git+` URL), for any launcher; else None."""
+    path = provider_kwargs.get("project_path")
+    if isinstance(path, str) and not path.startswith("git+") and os.path.isdir(path):
+        return path
+    return None
+
+
 __all__ = [
     "Manifest",
     "ManifestError",
     "credentials_error",
+    "local_project_dir",
     "manifest_defaults",
     "read_manifest",
 ]

@@ -1,15 +1,10 @@
 """The parts of OpenEnv's client package that differ between its two lines.
 
-verifiers 0.2 installs `openenv` 0.10; verifiers 0.4 needs `openenv-core` 0.3.0 (the
-only OpenEnv that resolves with its `mcp==2.0.0`). Both install the `openenv` module,
-wire-compatible, but 0.3.0 lacks what 0.10 added to its UV provider and utils (the
-`git+` clone, a `project_path` kept as a URL, `GIT_URL_PREFIX`, `hf_space_subdomain`,
-the client's `base_url`). Those names are taken from OpenEnv when it has them and
-defined here, the same way, otherwise; what both lines have alike (`RuntimeProvider`,
-the uv check, the free port) is taken as it is. Nothing else in the core looks at
-which line is installed.
-
-    from openenv_v1.core.openenv_lines import GenericEnvClient, UVProvider
+verifiers 0.2 installs `openenv` 0.10; verifiers 0.4 needs `openenv-core` 0.3.0. Both
+are wire-compatible, but 0.3.0 lacks what 0.10 added (the `git+` clone,
+`GIT_URL_PREFIX`, `hf_space_subdomain`, the client's `base_url`): those are taken from
+OpenEnv when it has them and defined here the same way otherwise. Nothing else in the
+core looks at which line is installed.
 """
 
 from __future__ import annotations

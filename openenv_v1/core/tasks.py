@@ -1,30 +1,17 @@
-"""The env's own tasks: OpenEnv's Task API, read from a running server.
+"""The env's own tasks (OpenEnv's Task API, read from a running server) and the plan
+of a taskset's tasks.
 
-An OpenEnv 0.10 server whose env implements `TaskProvider` serves its tasks over HTTP:
-`GET /list_environments` (the env's name), `GET /{name}/splits`, `POST /{name}/num_tasks`
-and `POST /{name}/task_range`; a task is played by `reset(split=..., index=...)`. A 404
-(openenv-core 0.3.0 servers have no such routes) or a 501 (the env implements no
-`TaskProvider`) means the server offers none, and the taskset keeps its `resets`.
+An OpenEnv 0.10 server whose env implements `TaskProvider` serves `GET
+/list_environments`, `GET /{name}/splits`, `POST /{name}/num_tasks` and `POST
+/{name}/task_range`; a task is played by `reset(split=..., index=...)`. A 404/405 (no
+such routes, as on openenv-core 0.3.0) or a 501 (no `TaskProvider`) means none.
 
     api = read_task_api("http://127.0.0.1:8000")       # None: no Task API
-    split = api.choose_split(None)                      # the test split, else the first
-    tasks = api.tasks(split, offset=0, limit=100)       # EnvTask(split, index, spec)
+    tasks = api.tasks(api.choose_split(None), offset=0, limit=100)
 
-Only `num_tasks` and one `task_range` page per 256 tasks are read: a split of a million
-tasks costs nothing until its tasks are asked for. The spec a task comes with (its id,
-an answer, whatever the env puts there) is the env's metadata: it goes into the task's
-data for the trace, never into what the model sees. Everything the server answers is
-untrusted: split names must be strings, counts non-negative integers.
-
-`taskset_tasks` plans a taskset's tasks, whichever line runs it: the env's own
-(`split#index`, reset with split and index plus each `resets` entry) or one per
-`resets` entry, each keyed by what it is (`task_key`) and, unless its kwargs carry a
-seed, given one seed for all its rollouts (`shared_seed`). A launched env has no
-server yet when the tasks are listed (in the eval process, before any rollout):
-`with_task_api` then leases the shared-server pool's first server where there is one,
-else launches the env once for the listing (`list_launched`) and stops it. It asks
-only where that cannot be a launch in vain: a `base_url`, a local source that defines
-`list_splits`, or `split` set (docs/env-declares.md).
+Only `num_tasks` and one `task_range` page per 256 tasks are read. A task's spec is
+the env's metadata: it goes into the trace, never to the model. Everything the server
+answers is untrusted (split names must be strings, counts non-negative integers).
 """
 
 from __future__ import annotations
@@ -34,15 +21,18 @@ import contextlib
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
+from openenv_v1.core.episode.env_source import python_files
 from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.http_client import http_base, sync_client
+from openenv_v1.core.manifest import local_project_dir
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -150,12 +140,12 @@ class TaskApi:
 
 
 class _NotServed(Exception):
-    """The route answered 404 / 405 / 501."""
+    """The route answered 404, 405 or 501."""
 
 
 def _json(url: str, timeout_s: float, body: dict[str, Any] | None = None) -> Any:
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
+        with sync_client(timeout_s) as http:
             response = http.post(url, json=body) if body is not None else http.get(url)
     except httpx.HTTPError as e:
         raise EnvFailure(f"{url}: {describe(e)}") from e
@@ -196,9 +186,7 @@ def read_task_api(base_url: str, timeout_s: float = 30.0) -> TaskApi | None:
 
 def list_launched(target: Any, list_tasks: Any) -> Any:
     """Launch `target` (an `EnvTarget`) once, call `list_tasks(base_url)` on it, and
-    stop it; for a taskset whose env has no server yet. Runs on a thread of its own,
-    so it works from inside a running event loop too."""
-    from openenv_v1.core.http_client import http_base
+    stop it. Runs on a thread of its own, so it works inside a running event loop."""
     from openenv_v1.core.launch.target import open_env
 
     async def launch_and_list() -> Any:
@@ -207,20 +195,8 @@ def list_launched(target: Any, list_tasks: Any) -> Any:
             url = http_base(client.base_url or target.label)
             return await asyncio.to_thread(list_tasks, url)
 
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["value"] = asyncio.run(launch_and_list())
-        except BaseException as e:  # handed to the caller's thread
-            result["error"] = e
-
-    thread = threading.Thread(target=run, name="openenv-v1-task-listing")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+    with ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-task-listing") as pool:
+        return pool.submit(asyncio.run, launch_and_list()).result()
 
 
 @dataclass(frozen=True)
@@ -261,9 +237,9 @@ def plan_tasks(
     seeded: bool = True,
     purpose: str = "eval",
 ) -> tuple[list[PlannedTask], TaskSource]:
-    """The tasks of a taskset: the env's own (when `api` is given: `split`, from
+    """The tasks of a taskset: the env's own when `api` is given (`split`, from
     `task_offset`, at most `num_tasks`, each reset with `split` and `index` plus each
-    entry of `resets`), else one per entry of `resets` (default one empty reset)."""
+    entry of `resets`), else one per entry of `resets`."""
     if api is None:
         if split is not None:
             raise EnvFailure(
@@ -312,13 +288,8 @@ def reset_kwargs(reset: Mapping[str, Any], seed: int | None) -> dict[str, Any]:
 
 
 def defines_tasks(source_dir: str) -> bool:
-    """Whether the env's local source defines a `TaskProvider` (a Python file with
-    `def list_splits`)."""
-    root = Path(source_dir)
-    skip = {".venv", "venv", "node_modules", ".git", "__pycache__"}
-    for path in root.rglob("*.py"):
-        if skip & set(path.relative_to(root).parts):
-            continue
+    """Whether the env's local source defines a `TaskProvider` (`def list_splits`)."""
+    for path in python_files(Path(source_dir)):
         with contextlib.suppress(OSError):
             if "def list_splits" in path.read_text(errors="replace"):
                 return True
@@ -330,11 +301,10 @@ def with_task_api(
     lease: Callable[[], tuple[str, Callable[[], None]]] | None,
     use: Callable[[TaskApi | None], _T],
 ) -> _T:
-    """`use(api)` with the Task API of `target`'s server, or None when it offers
-    none. The server: `target.base_url`; else the first of `target.base_urls` that
-    answers; else one leased with `lease()` (a shared server pool's: returns its URL
-    and the release); else a launch of its own, for the listing only
-    (`list_launched`: one more server start)."""
+    """`use(api)` with the Task API of `target`'s server (None: it offers none). The
+    server: `target.base_url`; else the first of `target.base_urls` that answers;
+    else one `lease()`d from the shared pool (its URL and the release); else a launch
+    for the listing only (`list_launched`)."""
     if target.base_url:
         return use(read_task_api(target.base_url))
     if target.base_urls:
@@ -349,8 +319,8 @@ def with_task_api(
 
 
 def _first_task_api(urls: Sequence[str]) -> TaskApi | None:
-    """The Task API of the first server of `urls` that answers (a server that is
-    down is skipped); raises the last failure when none does."""
+    """The Task API of the first server of `urls` that answers; raises the last
+    failure when none does."""
     failure: EnvFailure | None = None
     for url in urls:
         try:
@@ -369,13 +339,9 @@ def taskset_tasks(
     lease: Callable[[], tuple[str, Callable[[], None]]] | None = None,
 ) -> tuple[list[PlannedTask], TaskSource]:
     """The tasks of a taskset with `settings` (`openenv_v1.settings.TaskSettings`):
-    the env's own when `resets` is unset (or `split` is set) and its server offers
-    the Task API, else its `resets`. `target` is where the env's server comes from
-    (see `with_task_api`). The server is asked only where that costs no launch of
-    an env that has no tasks: a `base_url`, an env whose local source defines
-    `list_splits`, or `split` set. A Space or image without `split` keeps its
-    `resets` (default one empty reset)."""
-    from openenv_v1.core.episode.env_source import env_source_dir
+    the env's own when `resets` is unset (or `split` set) and its server offers the
+    Task API, else its `resets`. The server is asked only where that cannot be a
+    launch in vain: a `base_url`, a source that defines `list_splits`, or `split`."""
 
     def plan(api: TaskApi | None) -> tuple[list[PlannedTask], TaskSource]:
         return plan_tasks(
@@ -393,7 +359,7 @@ def taskset_tasks(
     if settings.resets is not None:
         return plan(None)
     if not target.connects:
-        source_dir = env_source_dir(target) or _project_dir(target)
+        source_dir = local_project_dir(target.provider_kwargs)
         if source_dir is None or not defines_tasks(source_dir):
             return plan(None)
     try:
@@ -410,18 +376,9 @@ def taskset_tasks(
         return plan(None)
 
 
-def _project_dir(target: Any) -> str | None:
-    """The env's local folder for any launcher (a Docker build's too)."""
-    path = target.provider_kwargs.get("project_path")
-    if isinstance(path, str) and not path.startswith("git+") and Path(path).is_dir():
-        return path
-    return None
-
-
 def task_key(source: str | None, reset: Mapping[str, Any], copy: int = 0) -> str:
-    """A task's stable identity: its env and its reset kwargs (split and index for an
-    env task), not its position in a list; `copy` counts earlier tasks with the same
-    kwargs, so that keys stay unique."""
+    """A task's stable identity: its env and its reset kwargs, not its position in a
+    list; `copy` counts earlier tasks with the same kwargs (keys stay unique)."""
     what: dict[str, Any] = {"env": source, "reset": reset}
     if copy:
         what["copy"] = copy

@@ -1,11 +1,9 @@
 """How to act, as the model is told: the action format, and feedback after a miss.
 
-The opening turn carries the action format once: one instruction (for an action of
-one string field, the env's own format: reply with the value itself; else the JSON
-schema; for an MCP env the call format and a bounded tool list); later turns carry
-only the new observation. After an invalid action the feedback names the problem and
-repeats the format (an MCP env's tools by name only), so the model can recover. In
-native tool calling the tools carry the format; the feedback is a short note.
+The opening turn carries the format once (for one string field, the value itself;
+else the JSON schema; for an MCP env the call format and a bounded tool list). After
+an invalid action the feedback names the problem and repeats the format; in native
+tool calling the tools carry the format and the feedback is a short note.
 """
 
 from __future__ import annotations
@@ -30,12 +28,10 @@ _CALL_FORMAT = (
 
 
 def render_action_format(spec: ActionSpec) -> str:
-    """How to act, once, in the opening turn: one instruction. For a schema whose
-    only required field takes a string (`raw_field`), to reply with that value itself
-    (the env's own format, e.g. Wordle's `[crane]`); else the JSON schema; for an MCP
-    env the call format and the tool list, bounded by `MAX_TOOL_LIST_CHARS`. The
-    action's docstring is shown as native mode's `act` description shows it, and
-    the example only when it satisfies the schema."""
+    """How to act, once, in the opening turn: for a `raw_field` schema, to reply with
+    the value itself (the env's own format, e.g. Wordle's `[crane]`); else the JSON
+    schema; for an MCP env the call format and the tool list. The example is shown
+    only when it satisfies the schema."""
     example = spec.example()
     example_line = [] if example is None else [f"Example: {compact(example)}"]
     if spec.is_mcp:

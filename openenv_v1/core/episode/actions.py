@@ -1,34 +1,12 @@
 """Turn a model reply into an action, or say precisely why it is not one.
 
-This is the one place a reply becomes an action (`replies.py` reads the text). The
-rule, in order (docs/replies.md):
-
-1. The reply's reasoning is dropped (`replies.final_answer`): a reply that ended
-   inside its reasoning or was cut off (`finish_reason == "length"`) is no action.
-2. Of the JSON objects in what is left (bare, fenced, in prose, in a tool-call tag;
-   near-JSON read by JSON5 or as a Python literal), the LAST one addressed to this env
-   is the action: for a plain env an object with at least one of the action's
-   fields, or a call of `act` (`{"name": "act", "arguments": {...}}`); for an MCP
-   env a tool call (`tool_name`, or a Hermes/OpenAI/Llama tool call written as
-   text). It is then checked, and when it is invalid the reply is refused: an
-   earlier object is never played instead. An object left open after it (a
-   truncated answer) refuses the reply too.
-3. With no such object, for a schema whose only required field takes a string
-   (`raw_field`) the answer is that field's value: the content of its last fenced
-   block, else the answer itself (unless the answer is one JSON object, which is
-   then checked as the action). Otherwise the last object is checked as the action,
-   and a reply without any is refused.
-
-Checking validates against the live JSON schema (and a tool's input schema); a
-scalar the validator finds of the wrong type is first converted as the env's
-pydantic model would in lax mode (`"3"` for an integer, `"true"` for a boolean:
-`pydantic.TypeAdapter`), and the action checked again. The validator walks the
-schema and resolves only references inside it (`schema_check.NO_REMOTE`, an empty
-`referencing.Registry`): a remote `$ref` is an error, never a fetch.
-
-With native tool calling the model's call arrives structured (`call_to_action`), or
-as text when the server parsed no call (`text_tool_call`); both are checked the same
-way.
+The one place a reply becomes an action (`replies.py` reads the text); the rule is
+docs/replies.md's: reasoning dropped, then the LAST JSON object addressed to this env
+is the action, checked, and never an earlier one instead; with none, a schema whose
+only required field takes a string (`raw_field`) gets the answer itself. Checking
+validates against the live schema (and a tool's input schema), remote `$ref`s refused
+(`schema_check.NO_REMOTE`); a scalar of the wrong type is first converted as the
+env's pydantic model would in lax mode (`"3"` for an integer).
 """
 
 from __future__ import annotations
@@ -39,7 +17,6 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticError
@@ -58,7 +35,7 @@ from openenv_v1.core.episode.replies import (
     whole_object,
 )
 from openenv_v1.core.episode.schema import ACT_TOOL, ActionSpec
-from openenv_v1.core.episode.schema_check import NO_REMOTE
+from openenv_v1.core.episode.schema_check import validator_for
 
 Delimiters = tuple[tuple[str, str], ...]
 
@@ -187,22 +164,10 @@ def _as_tool_call(candidate: dict[str, Any], spec: ActionSpec) -> dict[str, Any]
     return call
 
 
-# Validators by schema object: building one costs more than a local step.
-_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
-
-
-def _validator(schema: dict[str, Any]) -> Draft202012Validator:
-    cached = _validators.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        validator = Draft202012Validator(schema, registry=NO_REMOTE)
-        cached = _validators[id(schema)] = (schema, validator)
-    return cached[1]
-
-
 def _checked(instance: Any, schema: dict[str, Any], what: str) -> Any:
     """The instance, lax-coerced where the schema check finds a scalar of the wrong
     type (`_coerced`), when it is valid; else `InvalidAction` naming every problem."""
-    validator = _validator(schema)
+    validator = validator_for(schema)
     try:
         if validator.is_valid(instance):
             return instance

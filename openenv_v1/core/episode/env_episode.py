@@ -1,39 +1,24 @@
 """One episode against a connected client: reset, then one step per model reply.
 
-`EnvEpisode` owns the rules that make an episode bounded and honest:
+`EnvEpisode`'s rules, which keep an episode bounded and honest:
 
 - a reply that is not a valid action (unparseable, against the live schema, or refused
-  by the server with `VALIDATION_ERROR`) never reaches `step`; the model is told what is
-  wrong, and `max_invalid_actions` of them in a row end the episode. An MCP tool call
-  the env answers with an error is a step (its reward counts) and also counts as
-  invalid;
-- the same rules serve both ways the model acts: a reply written as text (`act`) and a
-  native tool call (`call`, `tool_calls="native"`), whose invalid calls get a short
-  note instead of the action format;
-- every frame is validated as it arrives (`frames.guard_frames`: decodable, with a
-  `data` object; `frames.read_frame`: an object observation, a finite reward, ...);
-  a malformed one ends the episode, the fault named,
-  and so does any error nothing here foresaw (never a raw exception);
-- the step reward is added to `report.reward` as it arrives (`report.EpisodeReport`),
-  so what was earned stays known whatever happens next;
-- a reset that leaves no episode to play (`view.reset_refusal`: `done` at once, or a
-  reply that says it failed) fails the episode, counted as `ended_at_reset`; the
-  failure says what the launch lacks when the env's own files tell (`explain`),
-  and so does a step whose failed reply names a variable the launch lacks (it fails
-  the episode: no model can fix that);
-- after `done`, or after any failure, nothing is stepped again. A failed or timed-out
-  call ends the episode; a step is never sent twice to a live session;
-- a session lost after the first model turn is resumed by a verified replay
-  (`EpisodeLimits.resume`, on by default; `resume.Resumer`, the rules there);
-- a reset kwarg the env's `reset` does not take (OpenEnv drops it silently) is logged
-  once per key, when the env's source is at hand to tell
-  (`env_source.read_reset_params`).
-
-The parts: the reset's frame and the task its turn shows are `reset.py`'s, a step's
-refusal read as an invalid action or the episode's end is `step_errors.py`'s, the
-resume `resume.py`'s; this class applies them in order and keeps the account.
-`check` plays its episode through this class too, and reads what it saw (`frame`,
-`task`, `unknown_keys`, `refused`).
+  by the server with `VALIDATION_ERROR`) never reaches `step`: the model is told what
+  is wrong, and `max_invalid_actions` in a row end the episode. An MCP tool call the
+  env answers with an error is a step (its reward counts) and counts as invalid too;
+- a reply written as text (`act`) and a native tool call (`call`) follow the same
+  rules; an invalid native call gets a short note instead of the action format;
+- every frame is validated as it arrives (`frames`); a malformed one, or any error
+  nothing here foresaw, ends the episode with the fault named (never a raw exception);
+- each step's reward is added to `report` as it arrives, so what was earned stays known;
+- a reset that leaves no episode to play (`view.reset_refusal`) fails the episode,
+  counted as `ended_at_reset`, and so does a step whose failed reply names a variable
+  the launch lacks (`explain`): no model can fix that;
+- after `done`, or any failure, nothing is stepped again, and a step is never sent
+  twice to a live session; a session lost after the first model turn is resumed by a
+  verified replay (`resume.Resumer`);
+- a reset kwarg the env's `reset` does not take (OpenEnv drops it) is logged once per
+  key when the env's source tells (`env_source.read_reset_params`).
 
 `open_episode` is the episode wing's one call into `core.launch` (an `EnvSession`):
 a shared server lost before the first model turn costs no episode.
@@ -48,7 +33,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from openenv_v1.core.episode.action_format import (
     render_action_format,
@@ -86,7 +71,6 @@ from openenv_v1.core.episode.view import reset_refusal, said_failure, tool_error
 from openenv_v1.core.errors import (
     EnvFailure,
     describe,
-    keep_error_frames,
     redact,
     server_error_code,
 )
@@ -115,28 +99,27 @@ class EnvEpisode:
         limits: EpisodeLimits,
         label: str,
         reset_params: ResetParams | None = None,
-        observation_format: ObservationFormat = "text",
+        turns: TurnRenderer | None = None,
+        *,
+        base_url: str | None = None,
         message_timeout_s: float = float("inf"),
-        observation_images: bool = True,
-        max_observation_chars: int = 8_000,
         tool_calls: ToolCalls = "text",
     ) -> None:
+        """`reset_params`: the env's reset signature when its source was read;
+        `turns`: how observations become turns (default text, 8,000 chars);
+        `base_url`: the server's HTTP address, for listing an MCP env's tools again;
+        `message_timeout_s`: the client's own per-message timeout."""
         self.client = client
         self.spec = spec
+        self.base_url = base_url
         self.limits = limits
+        self.report = EpisodeReport(reward_mode=limits.reward)
+        self.turns = turns or TurnRenderer()
         self.label = label
         self.reset_params = reset_params
-        """The env's reset signature when its source was read; None when unknown."""
-        self.report = EpisodeReport(reward_mode=limits.reward)
-        self.turns = TurnRenderer(
-            observation_format, observation_images, max_observation_chars
-        )
         self.message_timeout_s = message_timeout_s
-        """The client's own per-message timeout (`EnvTarget.message_timeout_s`)."""
         self.native = tool_calls == "native"
         self._reset_at = time.monotonic()
-        self.base_url: str | None = None
-        """The server's HTTP address, for listing an MCP env's tools again."""
         self.frame: Frame | None = None
         """The last frame the session answered (the reset's, then each step's)."""
         self.task = OpeningTask({})
@@ -146,32 +129,18 @@ class EnvEpisode:
         self.refused: str | None = None
         """Why the last action was not stepped, or was refused, as the model is told."""
         self.start_again: Callable[[BaseException], Awaitable[bool]] | None = None
-        """Given a reset's failure: whether the episode moved to a fresh session
-        (`open_episode` sets it; `EnvSession.start_again`)."""
+        """Given a reset's failure: whether the episode moved to a fresh session."""
         self.move: Callable[[BaseException], Awaitable[None]] | None = None
-        """Given the loss of the session mid-episode: give it up and open a fresh
-        one (`open_episode` sets it; `EnvSession.move`); the replay is `Resumer`'s."""
+        """Given the loss of the session mid-episode: open a fresh one."""
         self.resumer = Resumer()
         self.explain: Callable[[str, bool], str] = _as_it_is
-        """A failure's text with what the launch lacks, by what the env's own files
-        say (`taskset_core.open_and_reset` sets it); its flag is True for a reset
-        that left no episode (always explained), False for a failure later (only
-        when the text names what lacks). The text comes back unchanged when there
-        is nothing to add."""
-
-    @property
-    def task_source(self) -> Literal["observation", "state"]:
-        return self.task.source
-
-    @property
-    def state_hidden(self) -> list[str]:
-        return self.task.hidden
+        """A failure's text with what the launch lacks, by the env's own files
+        (unchanged when there is nothing to add); the flag is True for a reset that
+        left no episode, False for a later failure."""
 
     async def reset(self, kwargs: dict[str, Any]) -> Turn:
-        """Reset and return the opening turn. A refusal is an `EnvFailure`, with a
-        server at capacity retried for up to `capacity_wait_s` first. A shared
-        server lost meanwhile (no model turn spent yet) is left for a fresh session
-        of another, and the reset sent there (`start_again`)."""
+        """Reset and return the opening turn; a refusal is an `EnvFailure`. A shared
+        server lost meanwhile is left for a fresh session (`start_again`)."""
         if self.reset_params is not None:
             self.unknown_keys = self.reset_params.unknown(kwargs)
             _warn_unknown_keys(self.label, self.reset_params, [kwargs])
@@ -196,13 +165,11 @@ class EnvEpisode:
         return self.turns.opening(self.task.observation, self.spec, self.native)
 
     async def reset_frame(self, kwargs: dict[str, Any]) -> Frame:
-        """The session's reset frame (`reset.reset_frame`)."""
         return await reset_frame(self.client, kwargs, self.limits, self.label)
 
     async def relist_tools(self) -> None:
         """An MCP env's tools as they are after reset: an env may start its tool
-        server in `reset` (OpenEnv's agent_world_model_env), so the list read
-        before it can be empty or another scenario's."""
+        server in `reset`, so the list read before can be empty or stale."""
         if not self.spec.is_mcp or self.base_url is None:
             return
         self.spec = await relist_tools(
@@ -210,8 +177,7 @@ class EnvEpisode:
         )
 
     async def act(self, reply: str, finish_reason: str | None = None) -> Turn:
-        """Apply one model reply written as text and return the next user turn.
-        `finish_reason` is the server's, where the verifiers line passes it on."""
+        """Apply one model reply written as text; the next user turn."""
         return await self._play(
             lambda: parse_action(
                 reply,
@@ -224,9 +190,8 @@ class EnvEpisode:
     async def reply_without_call(
         self, reply: str, finish_reason: str | None = None
     ) -> Turn:
-        """Native tool calling, a reply with no structured tool call: a tool call it
-        writes as text (`actions.text_tool_call`) is stepped as that call; a reply
-        that ended inside its reasoning is an invalid action; else `no_tool_call`."""
+        """Native tool calling, a reply with no structured tool call: a tool call
+        written as text is stepped as that call; else an invalid action."""
         if self.report.done:
             return Turn("The episode is over.")
         try:
@@ -242,12 +207,10 @@ class EnvEpisode:
         return await self.call(*call)
 
     async def call(self, tool: str, arguments: Any) -> Turn:
-        """Apply one native tool call (a tool of `spec.model_tools()` and its parsed
-        arguments) and return the tool's result as a turn."""
+        """Apply one native tool call; the tool's result as a turn."""
         return await self._play(lambda: call_to_action(tool, arguments, self.spec))
 
     async def _play(self, read_action: Callable[[], dict[str, Any]]) -> Turn:
-        """Step the action `read_action` reads (an invalid one is not stepped)."""
         if self.report.done:
             return Turn("The episode is over.", failed=True)
         try:
@@ -257,8 +220,7 @@ class EnvEpisode:
         return await self.apply(action)
 
     def no_tool_call(self) -> Turn:
-        """Native tool calling: the reminder after a reply that called no tool,
-        counted as an invalid action (the last one ends the episode)."""
+        """The reminder after a reply that called no tool (an invalid action)."""
         report = self.report
         if report.done:
             return Turn("The episode is over.")
@@ -270,11 +232,9 @@ class EnvEpisode:
         return self.turns.message(text)
 
     async def apply(self, action: dict[str, Any]) -> Turn:
-        """Step an action already read (a reply's, or `check`'s `--action`), with an
-        error nothing here foresaw ending only this episode, its cause named:
-        raised, it would reach the eval as a raw exception (verifiers 0.4), or make
-        verifiers call the simulator's `respond` again, stepping the env a second
-        time for the same reply (0.2)."""
+        """Step an action already read. An error nothing here foresaw ends only this
+        episode, named: raised, verifiers 0.2 would call `respond` again and step the
+        env twice for one reply."""
         try:
             return await self._step_and_turn(action)
         except Exception as e:
@@ -307,7 +267,6 @@ class EnvEpisode:
         return self._turn_after(result.observation or {})
 
     def _cannot_step(self) -> str | None:
-        """Why no step may be sent: the episode's budget is spent."""
         budget = self.limits.episode_timeout_s
         if budget is not None and time.monotonic() - self._reset_at > budget:
             return (
@@ -317,8 +276,7 @@ class EnvEpisode:
         return None
 
     def _turn_after(self, observation: dict[str, Any]) -> Turn:
-        """The turn after an answered step; a failed MCP tool call also counts as
-        an invalid action."""
+        """The turn after an answered step; a failed MCP tool call is also invalid."""
         report = self.report
         tools_note = self._take_new_tools(observation)
         if tool_error(observation) is None:
@@ -339,9 +297,8 @@ class EnvEpisode:
         return turn
 
     def _take_new_tools(self, observation: dict[str, Any]) -> str:
-        """When a step reports tools (a `tools` list, as a `list_tools` step
-        answers), they replace the known ones; a change is told to the model (the
-        text mode's tool list) as a note for the turn, else ''."""
+        """Tools a step reports replace the known ones; a note telling the model
+        of a change (text mode), else ''."""
         tools = tools_in(observation) if self.spec.is_mcp else None
         if tools is None or tools == self.spec.tools:
             return ""
@@ -351,10 +308,9 @@ class EnvEpisode:
         return "\n\nThe tools changed.\n" + render_action_format(self.spec)
 
     async def send(self, action: dict[str, Any]) -> Frame:
-        """`client.step` within `step_timeout_s`, its result validated
-        (`read_frame`). The client bounds every message by its own timeout already,
-        so a second timer is armed only when that one is longer (a timer per step
-        costs more than a local env's step takes)."""
+        """`client.step` within `step_timeout_s`, validated. A timer of our own is
+        armed only when the client's own timeout is longer (it costs more than a
+        local env's step)."""
         if self.limits.step_timeout_s >= self.message_timeout_s:
             return read_frame(await self.client.step(action))
         async with asyncio.timeout(self.limits.step_timeout_s):
@@ -384,8 +340,6 @@ class EnvEpisode:
         return self._over(message)
 
     def _ended_at_reset(self, refusal: str) -> Turn:
-        """The reset left no episode to play: the episode fails, counted as
-        `ended_at_reset`, with what the launch lacks when the env's files tell."""
         refusal = redact(refusal, self.secrets)
         self.report.end_at_reset(
             self.explain(f"{self.label}: {refusal}; it cannot be played", True)
@@ -407,10 +361,8 @@ def _as_it_is(text: str, at_reset: bool) -> str:
 def _lacking(
     observation: dict[str, Any], explain: Callable[[str, bool], str]
 ) -> str | None:
-    """Why a step failed on what the launch does not pass, or None: a failed tool
-    call or a reply that says it failed (`said_failure`) whose text names a variable
-    the env's own files read and the launch lacks (`explain` adds to it). No model
-    can fix that; any other failed reply is the model's to read."""
+    """Why a step failed on what the launch does not pass (a failed reply whose text
+    `explain` adds to), or None: any other failed reply is the model's to read."""
     said = tool_error(observation) or said_failure(observation)
     if said is None or explain(said, False) == said:
         return None
@@ -418,11 +370,9 @@ def _lacking(
 
 
 def episode_client(client: Any, target: EnvTarget) -> Any:
-    """An opened client of `target` as an episode talks to it: every frame's envelope
-    checked (`guard_frames`), error frames' details kept (`keep_error_frames`), and an
-    env whose lock pins openenv-core 0.2.2 with its MCP steps sent as the session's
-    JSON-RPC (`route_mcp_steps`)."""
-    client = guard_frames(keep_error_frames(client))
+    """An opened client of `target` as an episode talks to it: frames guarded and
+    error details kept (`guard_frames`), MCP steps routed (`route_mcp_steps`)."""
+    client = guard_frames(client)
     return route_mcp_steps(client, env_source_dir(target), target.label)
 
 
@@ -438,16 +388,13 @@ async def open_episode(
     on_launch: Callable[[Any], None] | None = None,
     on_connect: Callable[[str], Awaitable[None]] | None = None,
 ) -> EnvEpisode:
-    """Launch or connect (closed by `stack`) and read the action contract; the episode
-    is ready for `reset`, its client wrapped by `episode_client`, its failure texts
-    redacted of the target's `forward_env` values (`secrets`). A shared server lost
-    before the first model turn (the contract read here, or the reset) is left for a
-    fresh session on another (`EnvSession.start_again`), a few times at most; a
-    session lost later moves to a fresh one (`EnvSession.move`), where the episode
-    resumes by replay. `on_launch` is given the launcher of a launch of the
-    episode's own (`open_env`); `on_connect` is awaited with the server's HTTP base
-    once its first session is open, before the contract is read (`check` reads
-    what else the server serves there)."""
+    """Launch or connect (closed by `stack`) and read the action contract: an episode
+    ready for `reset`, its failure texts redacted of `forward_env` values. A shared
+    server lost before the first model turn is left for a fresh session
+    (`EnvSession.start_again`); one lost later moves (`EnvSession.move`) and the
+    episode resumes by replay. `on_launch` is given the launcher of the episode's own
+    launch; `on_connect` is awaited with the server's HTTP base before the contract
+    is read."""
     source = env_source_dir(target)
     session = EnvSession(target, stack, on_launch=on_launch)
     connect = functools.partial(_open_contract, target, session, limits.step_timeout_s)
@@ -470,13 +417,11 @@ async def open_episode(
         limits,
         target.label,
         params,
-        observation_format,
+        TurnRenderer(observation_format, observation_images, max_observation_chars),
+        base_url=base_url,
         message_timeout_s=target.message_timeout_s,
-        observation_images=observation_images,
-        max_observation_chars=max_observation_chars,
         tool_calls=tool_calls,
     )
-    episode.base_url = base_url
     episode.secrets = tuple(target.secret_env.values())
     episode.start_again = start_again
     episode.move = move
@@ -489,9 +434,8 @@ async def _open_contract(
     timeout_s: float,
     on_connect: Callable[[str], Awaitable[None]] | None = None,
 ) -> tuple[Any, str, ActionSpec]:
-    """The connected client (`episode_client`), its HTTP base and its action
-    contract (`on_connect` awaited between the two); a contract read that loses its
-    shared server is tried again on a fresh `session`."""
+    """The connected client, its HTTP base and its action contract; a read that
+    loses its shared server is tried again on a fresh `session`."""
     while True:
         client = episode_client(await session.open(), target)
         base_url = http_base(client.base_url or target.label)
@@ -512,9 +456,8 @@ async def _open_contract(
 def warn_unknown_reset_kwargs(
     target: EnvTarget, resets: Sequence[Mapping[str, Any]]
 ) -> None:
-    """Log, once per key, each reset kwarg of `resets` that the env's `reset` does not
-    take (OpenEnv drops those silently). Only for a target launched from local source,
-    which is what tells."""
+    """Log, once per key, each reset kwarg of `resets` the env's `reset` does not
+    take, when the target is launched from local source (which tells)."""
     source = env_source_dir(target)
     params = read_reset_params(source) if source else None
     if params is not None:

@@ -1,10 +1,7 @@
 """What the env's local source says: where it is, and what its `reset` takes.
 
-The reset contract is not on the wire: OpenEnv's server filters reset kwargs by the
-env's `reset` signature and drops the rest silently, but no endpoint (`/schema`,
-`/metadata`, `/openapi.json`) publishes that signature and nothing echoes the kwargs.
-`read_reset_params` therefore reads it from the env's source when that is local
-(`env_source_dir`: a UV launch from a local `project_path`).
+OpenEnv's server drops reset kwargs its env's `reset` does not take, and publishes
+that signature nowhere, so `read_reset_params` reads it from the source when local.
 """
 
 from __future__ import annotations
@@ -16,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from openenv_v1.core.manifest import local_project_dir
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.target import EnvTarget
@@ -35,7 +34,7 @@ class ResetParams:
     any_keyword: bool
     """`reset` takes `**kwargs`: every key reaches the env."""
     where: str
-    """The method(s) read, for messages: `WordleEnvironment.reset in server/env.py`."""
+    """The method(s) read: `WordleEnvironment.reset in server/env.py`."""
 
     def unknown(self, kwargs: dict[str, Any]) -> list[str]:
         """Keys of `kwargs` the server drops before calling `reset`."""
@@ -43,7 +42,7 @@ class ResetParams:
 
     def unknown_note(self, keys: list[str], share: str = "") -> str:
         """What is said of `keys` the env's `reset` does not take (`share`: how many
-        resets had them): the episode's log line and `check`'s warning."""
+        resets had them)."""
         many = len(keys) > 1
         return (
             f"reset kwarg{'s' if many else ''} {', '.join(repr(k) for k in keys)}"
@@ -54,23 +53,18 @@ class ResetParams:
 
 
 def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
-    """The reset parameters of the env classes under `source_dir`: subclasses of
-    OpenEnv's `Environment` / `MCPEnvironment`, directly or through the project's own
-    classes. Several env classes are merged (a key any of them takes is known). None
-    when no env class with a `reset` is found.
-
-    Every episode of an eval asks, so the answer is kept: parsed once per state of
-    the source files (path, size, mtime), and the files are looked at again (a
-    walk and a `stat` each) only once `RESET_PARAMS_RECHECK_S` have passed since.
-    Thread-safe, and parses one tree at a time, since CPython 3.11's `ast` is not
-    safe to use from several threads at once (it fails with "AST constructor
-    recursion depth mismatch")."""
+    """The reset parameters of the env classes under `source_dir` (subclasses of
+    OpenEnv's `Environment` / `MCPEnvironment`, directly or not), merged; None when
+    no env class with a `reset` is found. Every episode asks, so the answer is kept
+    per state of the source files, looked at again only `RESET_PARAMS_RECHECK_S`
+    after the last look; one tree is parsed at a time (CPython 3.11's `ast` is not
+    thread-safe)."""
     root = Path(source_dir)
     with _reset_params_lock:
         recent = _reset_params_recent.get(str(root))
         if recent and time.monotonic() - recent[0] < RESET_PARAMS_RECHECK_S:
             return recent[1]
-    files = _python_files(root)
+    files = python_files(root)
     key = (str(root.resolve()), tuple(_file_stamp(path) for path in files))
     with _reset_params_lock:
         if key not in _reset_params_cache:
@@ -139,7 +133,9 @@ def _parse_reset_params(root: Path, files: list[Path]) -> ResetParams | None:
     return ResetParams(frozenset(names), any_keyword, ", ".join(sorted(where)))
 
 
-def _python_files(root: Path) -> list[Path]:
+def python_files(root: Path) -> list[Path]:
+    """The project's Python files (no hidden, vendored or cache folders), at most
+    `_MAX_SOURCE_FILES`."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(
@@ -161,12 +157,8 @@ def _base_name(node: ast.expr) -> str:
 
 
 def env_source_dir(target: EnvTarget) -> str | None:
-    """The local source of the env's server, when this episode launches it from a local
-    `project_path` (a Space cloned at launch, a Docker image or a `base_url` server
-    has none here)."""
+    """The local source of the env's server, when this episode launches it with UV
+    from a local `project_path` (`manifest.local_project_dir`)."""
     if target.connects or target.launcher != "uv":
         return None
-    path = target.provider_kwargs.get("project_path")
-    if isinstance(path, str) and not path.startswith("git+") and os.path.isdir(path):
-        return path
-    return None
+    return local_project_dir(target.provider_kwargs)

@@ -1,30 +1,12 @@
 """Where a reset or step frame from the env server becomes what the episode uses.
 
-The server is untrusted: whatever its frame holds, `read_frame` either returns a
-`Frame` the rest of the core can use without further checks, or raises
-`MalformedFrame` naming the fault. The contract of a `Frame`:
-
-- `observation` is a JSON object (a missing one is `{}`), nested at most
-  `MAX_NESTING` levels deep (so rendering it never recurses without bound);
-- `reward` is None or a finite float (a bool counts as 0 or 1, as OpenEnv's own
-  `Observation.reward` allows); a string, NaN, an infinity or an integer too large
-  for a float is a fault, never recorded;
-- `done` is a bool;
-- `signals` are the named reward signals of the frame's metadata (a
-  `reward_signals` / `rewards` / `reward_components` mapping, on the frame or in the
-  observation's `metadata`), every one a finite number.
-
-Before the client parses a frame, `guard_frames` checks its envelope: a frame nested
-too deep for the JSON decoder, one that is not a JSON object, and a reply frame
-without a `data` object (`{"type": "observation"}`, which OpenEnv's client would read
-as an empty observation) are `MalformedFrame`s too.
-
-A fault ends only the episode that received it (`EnvEpisode` reports it as the
-episode's error), keeping the reward earned before it.
-
-    client = guard_frames(client)
-    frame = read_frame(await client.step(action))
-    report.reward += frame.reward or 0.0
+The server is untrusted: `read_frame` either returns a `Frame` the core can use
+without further checks (an object `observation` nested at most `MAX_NESTING` deep, a
+`reward` that is None or a finite float, a bool `done`, finite named reward
+`signals` from the metadata), or raises `MalformedFrame` naming the field, what it
+held and what it must be. Before the client parses a frame, `guard_frames` checks its
+envelope (decodable, a JSON object, a reply's `data` an object). A fault ends only the
+episode that received it, keeping the reward earned before.
 """
 
 from __future__ import annotations
@@ -35,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openenv_v1.core.episode.view import REWARD_SIGNAL_KEYS
-from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.errors import EnvFailure, remember_error_frame
 
 MAX_NESTING = 100
 """The deepest nesting of objects and lists an observation may have."""
@@ -87,9 +69,9 @@ def read_frame(result: Any) -> Frame:
 
 def guard_frames(client: Any) -> Any:
     """Make `client` (OpenEnv's WebSocket client: its `_receive` decodes each frame)
-    raise `MalformedFrame` for a frame whose envelope is broken (see the module
-    docstring) instead of reading it. Returns the client; one without a `_receive`
-    is returned as it is."""
+    raise `MalformedFrame` for a frame whose envelope is broken, and keep an error
+    frame's data (`errors.remember_error_frame`). Returns the client; one without a
+    `_receive` is returned as it is. The one patch of the client's private parts."""
     receive = getattr(client, "_receive", None)
     if receive is None or getattr(receive, "_guards_frames", False):
         return client
@@ -104,6 +86,8 @@ def guard_frames(client: Any) -> Any:
                 f"observation may nest at most {MAX_NESTING})"
             ) from e
         check_envelope(frame)
+        if frame.get("type") == "error":
+            remember_error_frame(client, frame.get("data"))
         return frame
 
     guarded._guards_frames = True  # type: ignore[attr-defined]

@@ -1,29 +1,14 @@
 """Pixels in an observation: found, measured, and encoded as images for the model.
 
-A top-level observation field is an image when it is one of:
+A top-level field is an image when it is a flat list of 0..255 ints matching a
+sibling shape field (`<name>_shape`, else `shape`) of H x W (x C), a nested H x W (x
+C) list of them, or a data URL / bare base64 PNG or JPEG string. Both sides at least
+`MIN_SIDE` and C in 1, 3, 4, so board grids and RAM dumps stay text. Pixels are
+encoded as PNG (Pillow, imported only when an image is found).
 
-- a flat list of 0..255 ints whose length matches a sibling shape field
-  (`<name>_shape`, else `shape`) of H x W or H x W x C (Atari's `screen` and
-  `screen_shape`);
-- a nested H x W or H x W x C list of 0..255 ints (BrowserGym's `screenshot`);
-- a string holding a data URL (`data:image/...;base64,...`) or bare base64 PNG/JPEG.
-
-Pixel lists need both sides at least `MIN_SIDE` and C in 1, 3, 4, so board grids
-(Sudoku, Go) and RAM dumps (Atari's 128-value `ram`, shape `[128]`) stay text. Found
-pixels are encoded as PNG with Pillow, imported only when an image is found; an image
-string is passed on as it is (PNG, JPEG, GIF, WebP) or re-encoded as PNG.
-
-Images are bounded, since the server sending them is untrusted:
-
-- an image of more than `MAX_IMAGE_PIXELS` pixels is refused (`FoundImage.refused`
-  says why) from its header, before anything is decoded: a decompression bomb (a
-  small PNG that decodes to gigabytes) never is;
-- `within_bytes` downscales an image whose file is over a byte bound until it fits
-  (`TurnRenderer` sends at most `MAX_IMAGES_PER_TURN` images per turn, each at most
-  `MAX_IMAGE_BYTES`, and says in the turn what it dropped or downscaled).
-
-    for image in find_images(observation):
-        print(image.field, image.shape_text, len(image.encoded()))
+The server is untrusted: an image over `MAX_IMAGE_PIXELS` is refused from its header,
+before anything is decoded (a decompression bomb never is), and `within_bytes`
+downscales a file over a byte bound until it fits.
 """
 
 from __future__ import annotations
@@ -192,16 +177,12 @@ def _from_nested(name: str, rows: list) -> FoundImage | None:
     for row in rows:
         if not isinstance(row, list) or len(row) != width:
             return None
-        flat = row if channels == 1 else _chained(row)
+        flat = row if channels == 1 else itertools.chain.from_iterable(row)
         data = _bytes_of(flat)
         if data is None or len(data) != width * channels:
             return None
         parts.append(data)
     return FoundImage(name, height, width, channels, (name,), b"".join(parts))
-
-
-def _chained(row: list) -> Any:
-    return itertools.chain.from_iterable(row)
 
 
 def _bytes_of(values: Any) -> bytes | None:

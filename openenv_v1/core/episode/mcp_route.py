@@ -1,31 +1,15 @@
-"""How an MCP env's tools are listed and called: by steps, or by the session's JSON-RPC.
+"""How an MCP env's tools are called: by steps, or by the session's JSON-RPC.
 
-OpenEnv drives an MCP env's tools with steps on the `/ws` session (`list_tools` and
-`call_tool` actions). A server on openenv-core 0.2.2 deadlocks on those steps: every
-session holds its env's FastMCP client open on the server's event loop
-(`http_server.py` `_create_session` and the `/ws` handler), while `MCPEnvironment.step`
-reaches the tools through `run_async_safely`, which runs them on a second event loop in
-another thread. That loop waits for the client's session task on the first, and gets
-no answer: a `list_tools` step never returns, a `call_tool` step returns a timeout
-error after 30 s, and an env with a `step_async` of its own (echo_env) blocks the
-server's loop outright, so the whole server stops answering. openenv-core 0.2.3 gave
-`MCPEnvironment` a `step_async` that calls the tools on the server's loop.
+A server on openenv-core 0.2.2 deadlocks on `list_tools` / `call_tool` steps over
+`/ws`: each session holds its env's MCP client open on the server's event loop, while
+`MCPEnvironment.step` runs the tools on a second loop that waits on the first (0.2.3
+added `step_async`). The same session answers JSON-RPC `tools/list` and `tools/call`
+as `mcp` messages on its own loop, so `route_mcp_steps` puts a `SessionRpcClient` in
+front of the client of an env whose `uv.lock` pins 0.2.2. A server reached by URL
+gives no sign of its version and keeps steps.
 
-The same session also takes JSON-RPC `tools/list` and `tools/call` as `mcp` messages,
-which a 0.2.2 server answers on its event loop with the session's own env and MCP
-client: no deadlock, and the env instance the episode reset. `SessionRpcClient`
-sends an MCP env's steps that way; `route_mcp_steps` puts it in front of the client
-for an env whose `uv.lock` pins openenv-core 0.2.2 (what a launch from its folder
-installs). A server connected to by URL gives no sign of its version, so it keeps
-steps.
-
-On this route a tool call is still one step of the episode (counted; its result is
-the observation, rendered as a `call_tool` step's; a failed call is an invalid
-action), but the env's `step()` does not run: a call brings no reward and never
-`done` (echo_env's calls bring neither on any version), and the env's own step count
-stays.
-
-    client = route_mcp_steps(await open_env(target, stack), project_dir, target.label)
+On this route a tool call is still a step of the episode, but the env's `step()` does
+not run: no reward, never `done`.
 """
 
 from __future__ import annotations
@@ -64,10 +48,8 @@ _LOCKED_CORE = re.compile(
 
 
 def locked_core_version(project_dir: str | Path) -> str | None:
-    """The openenv-core version the project's `uv.lock` pins, or None (no lock, no
-    openenv-core in it, or unreadable). Asked per rollout: read once per state of the
-    lock (size, mtime), and searched for its package entry rather than parsed whole
-    (thousands of lines)."""
+    """The openenv-core version the project's `uv.lock` pins, or None. Asked per
+    rollout: read once per state of the lock (size, mtime), and searched, not parsed."""
     lock = Path(project_dir) / "uv.lock"
     try:
         stat = lock.stat()
@@ -102,9 +84,8 @@ def route_mcp_steps(client: Any, project_dir: str | Path | None, label: str) -> 
 
 class SessionRpcClient:
     """An OpenEnv client whose MCP steps go to the same session as JSON-RPC `mcp`
-    messages; everything else (reset, state, other actions, closing) is the wrapped
-    client's. Step results have the shape of the steps they replace: `tools` for
-    `list_tools`; `tool_name`, `result`, `error` for `call_tool`."""
+    messages, answered in the shape of the steps they replace; all else is the
+    wrapped client's."""
 
     def __init__(self, client: Any, label: str) -> None:
         self.client = client

@@ -1,19 +1,9 @@
 """An episode's observations as model text, remembering what the model has seen.
 
-What an observation shows is `view.py`'s; it is shown in one of two formats
-(`ObservationFormat`):
-
-- `json`: what is shown, as compact JSON: `{"add":3}`, `{"error":"tool_not_found:
-  Unknown tool: 'nope'"}`, `{"question":"...","company":"alphabet"}`;
-- `text` (the default): one line per field, `name: value` (`add: 3`,
-  `error: execution_error: ...`, `question: ...`), with the observation's one text
-  field (e.g. a `prompt`) shown as plain text. A list of records (a chat-style history
-  that grows every step) shows only the records the model has not been shown, leaving
-  out those that merely copy the text field. A tool's result and error are always
-  labelled and shown whole: a tool answering a list of records twice shows it twice.
-
-`ObservationRenderer.pieces` gives the text format's lines; `turns.TurnRenderer` bounds
-them into a turn (and renders the JSON format).
+What an observation shows is `view.py`'s; the format (`ObservationFormat`) is `json`
+(compact JSON) or `text` (the default: one `name: value` line per field, the one text
+field as plain text). In `text`, a list of records that grows every step shows only
+the records not shown before; a tool's result and error are always shown whole.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """What an episode saw, kept so that a lost session can be rebuilt and checked.
 
-An OpenEnv env given the same reset kwargs (every task carries a fixed seed) and the
-same actions answers the same. So when an episode's session is lost after its first
-model turn, a fresh session reset with the same kwargs and sent the same actions is,
-as far as anything observable says, where the old one was, provided every answer
-matches. `ReplayLog` records each answer the episode acted on, in order:
-
-- the reset's frame;
-- each action the server answered: its frame, or the error code it was refused with
-  (a refused step reached the env, which may have changed its state).
-
-Answers are compared as canonical JSON (`canonical`: the observation, reward and
-done, keys sorted), less the fields that are ids by nature and differ between any
-two sessions (`ID_FIELDS`, at any depth of the observation). The first difference is
-a `ReplayDiverged`, naming where (the reset or step k) and which field.
-
-    log = ReplayLog({"seed": 3})
-    log.saw_reset(frame)
-    log.saw_step(action, frame)
-    log.check(0, replayed_reset_frame)  # raises ReplayDiverged on a difference
+An env given the same reset kwargs (every task carries a fixed seed) and the same
+actions answers the same, so a fresh session reset and sent the same actions is where
+the old one was, provided every answer matches. `ReplayLog` records the reset's frame
+and each answered action (its frame, or the code it was refused with). Answers are
+compared as canonical JSON less id fields (`ID_FIELDS`, at any depth); the first
+difference is a `ReplayDiverged` naming the step and the field.
 """
 
 from __future__ import annotations

@@ -1,36 +1,17 @@
 """Reading a model reply: its final answer, and the JSON objects written in it.
 
-`actions.py` decides which of them is the action; this module only reads text, by
-these rules (docs/replies.md states them for users):
+`actions.py` decides which object is the action; this module only reads text, by the
+rules docs/replies.md states: (1) reasoning up to the last closing tag is dropped
+(`REASONING_DELIMITERS`), and a reply that ended inside it or was cut off is no
+action; (2) every top-level `{...}` is found, an object that never closes is
+remembered, never completed; (3) near-JSON is read only by a grammar (JSON5, then a
+Python literal of JSON values), never guessed at, and two objects are never merged
+(`json-repair` was not chosen because it always returns something); (4) tool calls
+written as text are read in the common formats (call-tool object, Hermes/Qwen,
+OpenAI's wire form, Llama's `<function=name>`).
 
-1. **Reasoning is dropped.** Everything up to the end of the last closed reasoning
-   block (`</think>`, `</reasoning>`, ... : `REASONING_DELIMITERS`, configurable as
-   `reasoning_delimiters`) is not part of the answer, also when the opening tag is
-   missing (templates that put `<think>` in the prompt). A reply with an opening tag
-   after the last closing one ended inside its reasoning; a reply the server cut off
-   (`finish_reason == "length"`) did not finish. Neither is an action
-   (`InvalidAction` with a message saying so). Reasoning the server returns in its
-   own field (`reasoning_content`) never reaches this module.
-2. **Objects are found anywhere.** Every top-level `{...}` of the answer, in prose,
-   in a fenced block or in a tool-call tag, in order. An object that opens but never
-   closes is remembered (`Found.unclosed`): it is never completed.
-3. **Near-JSON is read only by a grammar.** A span that is not JSON is read as JSON5
-   (`json5`: single quotes, trailing commas, unquoted keys, comments) and then as a
-   Python literal (`ast.literal_eval`: `True`, `None`), keeping only JSON values.
-   Both are parsers of a defined grammar: they accept a text or refuse it, they never
-   guess. (`json-repair` was not chosen because it always returns something: it
-   completes a truncated object and joins fragments, which is how a repair changes
-   what the model meant.) Two objects are never merged: each span is read alone.
-4. **Tool calls written as text** are recognized in the common formats: the
-   call-tool object (`{"tool_name": ..., "arguments": ...}`), Hermes/Qwen
-   (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`, also bare, or with
-   `parameters` as Llama writes it), OpenAI's wire form (`{"type": "function",
-   "function": {"name": ..., "arguments": "<json>"}}`) and Llama's
-   `<function=name>{...}</function>`.
-
-Everything is bounded: values nested deeper than `MAX_DEPTH` are refused, only the
-last `MAX_OBJECTS` objects are read, the fallback parsers read at most
-`MAX_REPAIR_CHARS` per span, and no parser's recursion error escapes.
+Bounded: `MAX_DEPTH`, the last `MAX_OBJECTS` objects, `MAX_REPAIR_CHARS` per span for
+the fallback parsers; no parser's recursion error escapes.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """An episode's reset: its frame, and the task its opening turn shows.
 
-- `reset_frame`: `reset(**kwargs)` within `reset_timeout_s`, its frame validated
-  (`frames.read_frame`); a server at capacity (`CAPACITY_REACHED`, `at_capacity`) is
-  retried for up to `capacity_wait_s`; every other refusal is an `EnvFailure` naming
-  the kwargs, the server's code and its message.
-- `opening_task`: the reset observation, or, when it shows the model nothing (its
-  task was in `metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws`
-  replies), the env's session state less bookkeeping and answer-like fields
-  (`view.task_from_state`); `OpeningTask` says which, and what was kept back.
-
-Whether the reset left an episode to play is `view.reset_refusal`'s rule.
-
-    frame = await reset_frame(client, {"seed": 3}, limits, label)
-    task = await opening_task(client, frame.observation or {}, limits.step_timeout_s)
+`reset_frame` waits out a server at capacity for `capacity_wait_s`; any other refusal
+is an `EnvFailure` naming the kwargs, the server's code and message. `opening_task`
+is the reset observation or, when it shows nothing (openenv-core 0.2.3 and 0.3.0
+strip `metadata` from `/ws` replies), the session's state less bookkeeping and
+answer-like fields (`view.task_from_state`).
 """
 
 from __future__ import annotations
@@ -39,16 +31,12 @@ from openenv_v1.core.errors import (
     server_error_text,
 )
 
-__all__ = ["OpeningTask", "at_capacity", "kwargs_text", "opening_task", "reset_frame"]
+__all__ = ["OpeningTask", "at_capacity", "opening_task", "reset_frame"]
 
 
 def at_capacity(exc: BaseException) -> bool:
     """Whether `exc` is a server's refusal of a new session (`CAPACITY_REACHED`)."""
     return server_error_code(exc) == "CAPACITY_REACHED"
-
-
-def kwargs_text(kwargs: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
 async def reset_frame(
@@ -74,16 +62,16 @@ async def reset_frame(
             f"{label}: reset did not answer within {limits.reset_timeout_s:.0f}s"
         ) from e
     except Exception as e:
-        code = server_error_code(e)
-        if code == "CAPACITY_REACHED":
+        if at_capacity(e):
             raise EnvFailure(
                 f"{label}: server stayed at capacity for "
                 f"{limits.capacity_wait_s:.0f}s: {server_error_message(e)} "
                 "(raise the server's session limit or lower concurrency)"
             ) from e
-        if code is not None:
+        if (code := server_error_code(e)) is not None:
+            shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
             raise EnvFailure(
-                f"{label}: reset({kwargs_text(kwargs)}) was rejected ({code}): "
+                f"{label}: reset({shown}) was rejected ({code}): "
                 f"{server_error_text(e, client)}"
             ) from e
         raise EnvFailure(f"{label}: reset failed: {describe(e)}") from e

@@ -1,18 +1,10 @@
 """A session lost mid-episode, resumed by a verified replay (`replay.ReplayLog`).
 
-A session lost after the first model turn (its connection refused, reset or closed:
-the server, its container or node gone) is resumed when `EpisodeLimits.resume` is on
-(the default): a fresh session, on whatever server the target opens next
-(`EnvSession.move`), is reset with the same kwargs and sent the actions the old one
-answered, and the episode goes on (the action in flight sent there) only if every
-answer equals what it saw; else it ends naming where the replay diverged
-(`ReplayDiverged`). `MAX_RESUMES` per episode, each recorded in
-`EpisodeReport.resumes`. The client never reconnects on its own to a fresh session:
-a session the server closed is `SessionClosed` (`session_closed`).
-
-    resumer = Resumer()
-    resumer.log = ReplayLog(kwargs)        # after the reset
-    frame = await resumer.step(episode, action)
+When `EpisodeLimits.resume` is on (the default), a session lost after the first
+model turn is replaced (`EnvSession.move`), reset with the same kwargs and sent the
+answered actions; the episode goes on only if every answer equals what it saw, else
+it ends naming where the replay diverged. At most `MAX_RESUMES` per episode. The
+client never reconnects on its own: a session the server closed is `SessionClosed`.
 """
 
 from __future__ import annotations

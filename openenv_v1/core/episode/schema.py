@@ -1,16 +1,10 @@
 """The live action contract of a server: its action schema and, for MCP envs, its tools.
 
-`/schema` gives the action's JSON schema. The server is untrusted, so what it serves is
-read under one total deadline and at most `MAX_SCHEMA_BYTES`, and every schema (the
-action's, each MCP tool's input) is checked before use (`schema_check.check_schema`).
-An MCP env (its action is OpenEnv's generic
-`Action`, `CallToolAction` or `ListToolsAction`, or any action with a `type` of
-`call_tool`) is driven through `call_tool` actions instead, so its tools are discovered:
-first with a `list_tools` step, and when that fails (servers whose action class
-subclasses `CallToolAction` reject it) with JSON-RPC `tools/list` on `/mcp`. (For an
-env on openenv-core 0.2.2 the client sends that step as JSON-RPC: see `mcp_route`.)
-
-The reset contract is read from the env's source, when local (`env_source`).
+The server is untrusted: `/schema` is read under one total deadline and at most
+`MAX_SCHEMA_BYTES`, and every schema (the action's, each tool's input) is checked
+before use (`schema_check.check_schema`). An MCP env (`is_mcp_action`) is driven by
+`call_tool` actions; its tools are listed with a `list_tools` step, else with JSON-RPC
+`tools/list` on `/mcp`.
 """
 
 from __future__ import annotations
@@ -101,9 +95,7 @@ class ActionSpec:
 
     def model_tools(self) -> tuple[Tool, ...]:
         """The action contract as the model's own tools (native tool calling): an MCP
-        env's tools as they are; for any other env one tool, `act`, whose parameters
-        are the action's schema (less `metadata`) and whose description is the
-        action's docstring."""
+        env's tools; for any other env one tool, `act`, taking the action."""
         if self.is_mcp:
             return tuple(
                 Tool(t.name, t.description, t.input_schema or _EMPTY_OBJECT)
@@ -124,10 +116,8 @@ class ActionSpec:
         return (Tool(ACT_TOOL, description, parameters),)
 
     def example(self) -> dict[str, Any] | None:
-        """An action built from the schema, for format hints: one that the schema
-        accepts (lengths, item types, enums, bounds, `const`), or None when none can be
-        built (a `pattern`, a `not`, a schema too deep), so that no hint misleads
-        (`schema_example`). For an MCP env, a call of its first tool."""
+        """An action the schema accepts, for format hints (`schema_example`), or None
+        when none can be built; for an MCP env, a call of its first tool."""
         if self.is_mcp:
             tool = self.tools[0] if self.tools else None
             args = example_object(tool.input_schema) if tool else {}
@@ -168,8 +158,7 @@ def is_mcp_action(schema: dict[str, Any]) -> bool:
 async def fetch_action_spec(
     client: Any, base_url: str, timeout_s: float = 10.0
 ) -> ActionSpec:
-    """Read the server's action contract (see the module docstring). Each request,
-    the `list_tools` step included, gets `timeout_s`."""
+    """Read the server's action contract; each request gets `timeout_s`."""
     async with async_client(timeout_s) as http:
         try:
             body = await _read_json(http, "GET", f"{base_url}/schema", timeout_s)
@@ -182,20 +171,14 @@ async def fetch_action_spec(
         if not is_mcp_action(action):
             return ActionSpec(schema=action)
         tools = await _list_tools(client, http, base_url, timeout_s)
-    for tool in tools:
-        check_schema(
-            tool.input_schema, f"the input schema of tool {tool.name!r} at {base_url}"
-        )
-    return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tuple(tools))
+    return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tools)
 
 
 async def _read_json(
     http: httpx.AsyncClient, method: str, url: str, timeout_s: float, **kwargs: Any
 ) -> Any:
-    """The JSON body of one request, all of it read within `timeout_s` (the
-    client's own timeout bounds each read only: a server dripping a byte at a time
-    would never trip it) and at most `MAX_SCHEMA_BYTES`; a body nested too deep to
-    decode is a `ValueError` that says so."""
+    """The JSON body of one request, all of it read within `timeout_s` (the client's
+    timeout bounds each read only) and at most `MAX_SCHEMA_BYTES`."""
     try:
         async with asyncio.timeout(timeout_s):
             async with http.stream(method, url, **kwargs) as response:
@@ -218,6 +201,18 @@ async def _read_json(
 
 async def _list_tools(
     client: Any, http: httpx.AsyncClient, base_url: str, timeout_s: float
+) -> tuple[Tool, ...]:
+    """An MCP env's tools, every input schema checked."""
+    tools = await _listed_tools(client, http, base_url, timeout_s)
+    for tool in tools:
+        check_schema(
+            tool.input_schema, f"the input schema of tool {tool.name!r} at {base_url}"
+        )
+    return tuple(tools)
+
+
+async def _listed_tools(
+    client: Any, http: httpx.AsyncClient, base_url: str, timeout_s: float
 ) -> list[Tool]:
     try:
         result = await asyncio.wait_for(client.step({"type": "list_tools"}), timeout_s)
@@ -225,10 +220,8 @@ async def _list_tools(
         if isinstance(raw, list):
             return [Tool.from_wire(t) for t in raw]
     except (TimeoutError, ConnectionClosed) as e:
-        # A server that takes the step but never answers will not answer the
-        # JSON-RPC fallback either, and the session is now unusable. One whose
-        # event loop is blocked stops answering pings too: the client then closes
-        # the connection (`keepalive ping timeout`) before the timeout is up.
+        # The JSON-RPC fallback would not be answered either, and the session is
+        # now unusable (a blocked loop stops answering pings: the client closes).
         what = (
             f"did not answer within {timeout_s:.0f}s"
             if isinstance(e, TimeoutError)
@@ -260,16 +253,15 @@ async def _list_tools(
 async def relist_tools(
     client: Any, base_url: str, spec: ActionSpec, timeout_s: float = 10.0
 ) -> ActionSpec:
-    """`spec` with an MCP env's tools listed again (after a reset: an env may start
-    its tool server there), the same way `fetch_action_spec` lists them."""
+    """`spec` with an MCP env's tools listed again, as `fetch_action_spec` lists them."""
     async with async_client(timeout_s) as http:
         tools = await _list_tools(client, http, base_url, timeout_s)
-    return dataclasses.replace(spec, tools=tuple(tools))
+    return dataclasses.replace(spec, tools=tools)
 
 
 def tools_in(observation: dict[str, Any]) -> tuple[Tool, ...] | None:
-    """The tools a step's observation reports (a `tools` list of named tools, as a
-    `list_tools` step answers), or None when it reports none."""
+    """The tools a step's observation reports (as a `list_tools` step answers), or
+    None."""
     raw = observation.get("tools") if isinstance(observation, dict) else None
     if not isinstance(raw, list) or not raw:
         return None

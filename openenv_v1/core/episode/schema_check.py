@@ -1,11 +1,6 @@
-"""A schema served by the env, checked before anything uses it.
-
-The server is untrusted, so every schema (the action's, each MCP tool's input) passes
-`check_schema` first: a JSON object, at most `MAX_SCHEMA_NESTING` levels deep, valid
-against JSON Schema 2020-12 (a `pattern` must be a valid regex), every `$ref` local
-(`#/$defs/...`, `#/definitions/...`, an `$anchor`) and resolving. A remote `$ref` is
-never fetched: the schema is refused, as a setup error naming the reference. A
-self-referencing schema is fine (its example stops where it recurses).
+"""A schema served by the env, checked before anything uses it (`check_schema`): a
+JSON object, at most `MAX_SCHEMA_NESTING` deep, valid JSON Schema 2020-12, every
+`$ref` local and resolving. A remote `$ref` is refused as a setup error, never fetched.
 """
 
 from __future__ import annotations
@@ -101,6 +96,22 @@ def _schema_nodes(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 _SCHEMA_URI = "urn:openenv-v1:schema"
+
+
+# Validators by schema object: building one costs more than a local step.
+_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator of `schema` that fetches nothing (`NO_REMOTE`), built once per
+    schema object (each episode reads its own: the cache is bounded)."""
+    cached = _validators.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_validators) >= 256:
+            _validators.clear()
+        validator = Draft202012Validator(schema, registry=NO_REMOTE)
+        cached = _validators[id(schema)] = (schema, validator)
+    return cached[1]
 
 
 def resolve_local(schema: dict[str, Any], ref: str) -> Any:

@@ -1,13 +1,8 @@
 """An action built from its schema, for the format hints the model is shown.
 
-`example_object` builds one that the schema accepts (lengths, item types, enums,
-bounds, `const`), or None when none can be built (a `pattern`, a `not`, a schema too
-deep), so that no hint misleads: what it builds is validated against the schema before
-it is returned.
-
-`example_objects` puts first the examples the schema itself gives (its `examples`, a
-field's `examples`, an example a field's description names: "e.g. [crane]"): a value
-the env's author wrote is likelier to be a legal move than a built placeholder.
+`example_object` builds one the schema accepts (validated before it is returned), or
+None when none can be built, so that no hint misleads. `example_objects` puts the
+schema's own examples first: a value the env's author wrote is likelier legal.
 """
 
 from __future__ import annotations
@@ -17,13 +12,10 @@ import math
 import re
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
-from openenv_v1.core.episode.schema_check import NO_REMOTE, resolve_local
+from openenv_v1.core.episode.schema_check import resolve_local, validator_for
 
 HIDDEN_FIELDS = frozenset({"metadata"})
-"""Fields OpenEnv adds to every action (`metadata`): never the model's business, so
-left out of examples and of the fields the model is shown."""
+"""Fields OpenEnv adds to every action: never shown to the model."""
 
 
 def example_object(schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -34,11 +26,9 @@ def example_object(schema: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def example_objects(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """Objects `schema` accepts, each once, in this order: the schema's own
-    `examples`; the built example (`example_object`) with one field set to a value
-    the schema gives for it (its `examples`, then what its description names after
-    "e.g." or "for example"); the built example itself. Each is validated against
-    the schema; an empty list when none is accepted."""
+    """Objects `schema` accepts, each once: its own `examples`; the built example
+    with one field set to a value the schema gives for it (its `examples`, or what
+    its description names after "e.g."); the built example itself."""
     built = example_object(schema)
     found: list[Any] = _listed(schema.get("examples"))
     props = schema.get("properties") or {}
@@ -65,9 +55,8 @@ _NAMED_EXAMPLE = re.compile(
 
 
 def _field_examples(spec: dict[str, Any]) -> list[Any]:
-    """The values a field's schema gives as examples: its `examples`, then each its
-    description names, as written and, when that is JSON, decoded (`3`: the
-    string and the number; the schema keeps the one it accepts)."""
+    """The values a field's schema gives as examples: its `examples`, then those its
+    description names, as written and JSON-decoded (the schema keeps what it accepts)."""
     values = _listed(spec.get("examples"))
     for found in _NAMED_EXAMPLE.finditer(str(spec.get("description") or "")):
         text = next(v for v in found.groupdict().values() if v is not None)
@@ -82,7 +71,6 @@ def _field_examples(spec: dict[str, Any]) -> list[Any]:
 
 
 def _listed(examples: Any) -> list[Any]:
-    """A schema's `examples` (a list by JSON Schema; anything else is ignored)."""
     return list(examples) if isinstance(examples, list) else []
 
 
@@ -94,15 +82,14 @@ _MAX_DEPTH = 8
 _MAX_ITEMS = 64
 
 
-_NONE = object()
-"""`_example_object`'s answer when a field has no example."""
+_NONE = object()  # `_example_object`'s answer when a field has no example
 
 
 def _accepts(schema: dict[str, Any], example: Any) -> bool:
     if example is _NONE:
         return False
     try:
-        return Draft202012Validator(schema, registry=NO_REMOTE).is_valid(example)
+        return validator_for(schema).is_valid(example)
     except Exception:  # an invalid schema or a $ref the validator cannot resolve
         return False
 

@@ -1,22 +1,12 @@
 """Whose fault a refused step is: the model's (an illegal move) or the env's (a bug).
 
-OpenEnv's server answers any exception a step raises with an `EXECUTION_ERROR`
-frame carrying `str(exception)` only, and keeps the session. An illegal move
-(OpenSpiel's occupied cell, a shape the physics refuses) and a bug in the env's own
-code (`'StepResult' object has no attribute 'model_dump'`) arrive alike. The message
-is all there is to tell them apart: `env_is_broken` knows the phrasings of Python's
-own errors (attribute, name, type, import errors), which no env raises on purpose
-for a bad action; anything else, on a session that still answers, is the model's
-invalid action (`survives`).
-
-`step_refusal` is the one reading of a step that raised: the server's refusal of the
-action (`VALIDATION_ERROR`, or an `EXECUTION_ERROR` the session survives) is the
-model's invalid action; a timeout, a lost session that could not be resumed, or any
-other error ends the episode.
-
-Where the observation lists the legal actions (`legal_actions`, as OpenSpiel, Atari
-and the board games do) and the action names one by its only required integer
-field, `illegal_action` checks it before stepping, so an illegal move costs no step.
+OpenEnv answers any exception a step raises with an `EXECUTION_ERROR` carrying only
+its text, and keeps the session, so an illegal move and a bug in the env arrive
+alike. `env_is_broken` knows the phrasings of Python's own errors, which no env
+raises on purpose; anything else, on a session that still answers, is the model's
+invalid action. `step_refusal` is the one reading of a step that raised;
+`illegal_action` checks an action against the observation's `legal_actions` before
+stepping, so an illegal move costs no step.
 """
 
 from __future__ import annotations

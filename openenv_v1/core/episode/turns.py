@@ -1,30 +1,17 @@
 """User turns: an observation as bounded text plus its pixels as images.
 
-`TurnRenderer` wraps the text renderer (`render.py`) with two rules:
+`TurnRenderer` wraps the text renderer (`render.py`) with two rules (docs/observations.md):
 
-- image fields (`images.py`: pixel lists, image strings) leave the text; each becomes
-  one line, `screen: image 210x160x3, attached`, and the encoded image goes with the
-  turn (`Turn.images`). With images off the line says `not shown` instead and no
-  image goes. A turn sends at most `MAX_IMAGES_PER_TURN` images of at most
-  `MAX_IMAGE_BYTES` each: a larger file is downscaled to fit (`attached, downscaled
-  to 724x724 to fit 2 MiB`), the images past the count are named but not sent, and an
-  image `images.py` refused (a decompression bomb) says so on its line;
-- no turn's text is longer than `max_chars`. When the fields do not fit, the longest
-  are cut to an equal share of what is left (short fields stay whole), each keeping
-  its head and its tail around a note: `[... 95,210 of 103,456 chars of pruned_html
-  cut ...]`; an output's (`stdout`, `output`, `log`, ...) tail gets two thirds of
-  what is kept, since a terminal's errors and test summary come last, other fields a
-  third. A long text that copies another field of the observation is named, not
-  resent (`text: (same as axtree_txt)`), so copies do not split the bound. The action format of the
-  opening and feedback turns is never cut; the observation gets the rest.
+- image fields leave the text, each as one line (`screen: image 210x160x3,
+  attached`); a turn sends at most `MAX_IMAGES_PER_TURN` images of at most
+  `MAX_IMAGE_BYTES` each (larger ones downscaled), and names what it did not send;
+- no turn's text is longer than `max_chars`: the longest fields are cut to an equal
+  share of what is left, keeping head and tail around a note (an output's tail gets
+  two thirds, since a terminal's errors come last); a text that copies another field
+  is named, not resent. The action format is never cut.
 
     turns = TurnRenderer(images=True, max_chars=8_000)
     opening = turns.opening(reset_observation, spec)  # .text, .images, .cuts
-    later = turns.observation(step_observation)
-
-With native tool calling (`tool_calls="native"`) the opening ends with a one-line hint
-instead of the action format (the tools carry it), and feedback on an invalid call is
-a short note, since the model still has the tools.
 """
 
 from __future__ import annotations

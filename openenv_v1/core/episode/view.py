@@ -1,21 +1,14 @@
 """What an observation shows the model, before it is formatted.
 
-- its fields, without `metadata` and empty values (None, "", [], {});
-- when nothing is left but `done` / `reward` (MCP envs such as OpenEnv's finqa_env put
-  the task in the reset observation's `metadata`), the content of `metadata` instead,
-  less its empty values and the reward-signal keys `frames.read_frame` scores from
-  (`reward_signals`, `rewards`, `reward_components`). Otherwise `metadata` is hidden;
-- for an MCP tool call (OpenEnv's `CallToolObservation`: `tool_name`, `result`,
-  `error`), the tool's own result under the tool's name instead of the MCP envelope:
-  the result's `data` when set, else its `structured_content` (a lone
-  `{"result": x}` unwrapped to x), else the text of its `content` parts, non-text parts
-  as `[image/png]` and the like; `null` when the tool returned nothing. A failed call
-  (`error` set, or a result with `is_error`) shows as `error` instead:
-  `<error_type>: <message>`, or the result's text (`tool_error`). Other fields of the
-  observation follow (not `done`, `reward`, `metadata`);
-- a reset observation that shows nothing (`shows_nothing`) may be shown from the
-  env's session state instead (`task_from_state`), less bookkeeping and answer-like
-  fields.
+- its fields, less `metadata` and empty values; when only `done`/`reward` is left (an
+  MCP env may put the task in the reset's `metadata`), `metadata` instead, less its
+  empty values and reward-signal keys;
+- for an MCP tool call (`tool_name`, `result`, `error`), the tool's own result under
+  its name instead of the MCP envelope (`data`, else `structured_content`, else the
+  text of its `content` parts), or its failure as `error` (`tool_error`), then the
+  observation's other fields;
+- a reset observation that shows nothing may be shown from the session's state
+  (`task_from_state`), less bookkeeping and answer-like fields.
 """
 
 from __future__ import annotations
@@ -67,7 +60,6 @@ class View:
 
 
 def view_of(observation: dict[str, Any]) -> View:
-    """What `observation` shows (see the module docstring)."""
     if _is_tool_call(observation):
         return _tool_view(observation)
     fields = {k: v for k, v in observation.items() if k != "metadata" and not _empty(v)}
@@ -85,9 +77,8 @@ def view_of(observation: dict[str, Any]) -> View:
 
 
 def shows_nothing(observation: dict[str, Any]) -> bool:
-    """Whether the model would be shown nothing of the observation: no field but
-    `done` / `reward`, and no `metadata` to show instead (an openenv-core 0.2.3 or
-    0.3.0 server strips `metadata` from its `/ws` replies)."""
+    """Whether the model would be shown nothing of the observation (openenv-core
+    0.2.3 and 0.3.0 servers strip `metadata` from their `/ws` replies)."""
     return not visible(observation or {})
 
 
@@ -102,10 +93,8 @@ _ANSWER_LIKE = re.compile(
 
 
 def task_from_state(state: Any) -> tuple[dict[str, Any], list[str]]:
-    """What of an env's session state (its `state` message) the model may see when
-    the reset observation shows nothing: its non-empty fields less bookkeeping
-    (`episode_id`, `step_count`) and fields whose names sound like the answer
-    (`ground_truth`, `target_word`, `secret`, ...); and the names so hidden."""
+    """What of an env's session state the model may see: its non-empty fields less
+    bookkeeping and fields whose names sound like the answer; and the names hidden."""
     if not isinstance(state, dict):
         return {}, []
     shown: dict[str, Any] = {}
@@ -126,13 +115,11 @@ def metadata_shown(observation: dict[str, Any]) -> bool:
 
 
 def visible(observation: dict[str, Any]) -> dict[str, Any]:
-    """The fields an observation shows (see the module docstring), in order."""
+    """The fields an observation shows, in order."""
     return view_of(observation).fields
 
 
 def _is_tool_call(observation: dict[str, Any]) -> bool:
-    """Whether the observation is OpenEnv's `CallToolObservation` (it always carries
-    all three of `tool_name`, `result` and `error`)."""
     return observation.keys() >= _TOOL_KEYS and isinstance(
         observation.get("tool_name"), str
     )
@@ -242,12 +229,9 @@ def _tool_failure(observation: dict[str, Any]) -> str | None:
 
 def said_failure(observation: dict[str, Any]) -> str | None:
     """What a reply says of its own failure, or None: a `status` of "error" or
-    "failed", in the observation or in its `metadata` (which openenv 0.10 servers
-    send and openenv-core 0.3.0 ones strip), with the reply's `error` or `message`
-    text when it has one. OpenEnv's E2B envs answer so a reset they cannot play.
-    Nothing else counts: an `error` or `success` field of a step is the env
-    telling the model how its action went (a traceback, a failed command), not a
-    failure of the env."""
+    "failed" (in the observation or its `metadata`), with its `error` or `message`
+    text. Nothing else counts: a step's `error` field tells the model how its
+    action went, not a failure of the env."""
     for part in _reply_parts(observation):
         status = part.get("status")
         if isinstance(status, str) and status.strip().lower() in ("error", "failed"):
@@ -256,14 +240,9 @@ def said_failure(observation: dict[str, Any]) -> str | None:
 
 
 def reset_refusal(observation: dict[str, Any], done: bool) -> str | None:
-    """Why a reset's reply leaves no episode to play, or None:
-
-    - `done` true: the env ended the episode at its reset;
-    - it says it failed (`said_failure`);
-    - it carries a non-empty `error` (in the observation or its `metadata`): at a
-      reset no action was taken, so an error can only be the env's own
-      (agent_world_model_env answers a reset it cannot do so, `done` false).
-    """
+    """Why a reset's reply leaves no episode to play, or None: `done` true, it
+    says it failed (`said_failure`), or it carries an `error` (no action was taken
+    yet, so an error can only be the env's own)."""
     said = said_failure(observation) or _said_text(observation, ("error",))
     if done:
         why = "the env ended the episode at its reset (`done: true` before any step)"
