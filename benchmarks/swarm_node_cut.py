@@ -18,8 +18,11 @@ local policy solves each game, waiting `--think` seconds before each reply. Once
 network), and stays cut until the eval ends; the `no-resume` leg runs with
 `resume_lost_sessions = false`. Between legs the worker is reconnected.
 
-Prints per leg: episodes ok / failed / resumed, mean seconds a resume took, the
-mean reward of the ok ones, wall time, when the cut fell, and the first errors.
+Prints per leg: episodes ok / failed / resumed, mean seconds a resume took (the
+fresh session and the replay: `info.openenv.resumes`), the mean "stall" of the
+resumed episodes (the step their session was lost in, from its sending to its
+answer: noticing the loss, then the resume), the mean reward of the ok ones, wall
+time, when the cut fell, and the most common errors.
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ class Leg:
     failed: int = 0
     resumed: int = 0
     resume_s: list[float] = field(default_factory=list)
+    stall_s: list[float] = field(default_factory=list)
+    """Per resumed episode, its longest step: the one its session was lost in
+    (noticing the loss, then the resume)."""
     rewards: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     cut_at_s: float | None = None
@@ -152,6 +158,9 @@ def count(record: dict, leg: Leg) -> None:
     resumes = [r for info in infos for r in info.get("resumes") or []]
     leg.resumed += bool(resumes)
     leg.resume_s += [r["seconds"] for r in resumes]
+    if resumes:
+        timing = record["traces"][0].get("info", {}).get("openenv_timing") or {}
+        leg.stall_s.append(max(timing.get("step_s") or [0.0]))
     errors = [str(e) for e in record.get("errors") or []]
     errors += [info["error"] for info in infos if info.get("error")]
     if errors:
@@ -166,15 +175,16 @@ def count(record: dict, leg: Leg) -> None:
 def report(legs: list[Leg]) -> None:
     print(
         f"\n{'leg':<10}{'episodes':>9}{'ok':>6}{'failed':>8}{'resumed':>9}"
-        f"{'resume s':>10}{'reward':>8}{'cut at s':>10}{'wall s':>8}"
+        f"{'resume s':>10}{'stall s':>9}{'reward':>8}{'cut at s':>10}{'wall s':>8}"
     )
     for leg in legs:
         mean_resume = sum(leg.resume_s) / len(leg.resume_s) if leg.resume_s else 0
+        stall = sum(leg.stall_s) / len(leg.stall_s) if leg.stall_s else 0
         reward = sum(leg.rewards) / len(leg.rewards) if leg.rewards else 0
         cut = f"{leg.cut_at_s:.1f}" if leg.cut_at_s is not None else "-"
         print(
             f"{leg.name:<10}{leg.episodes:>9}{leg.ok:>6}{leg.failed:>8}"
-            f"{leg.resumed:>9}{mean_resume:>10.1f}{reward:>8.2f}{cut:>10}"
+            f"{leg.resumed:>9}{mean_resume:>10.2f}{stall:>9.1f}{reward:>8.2f}{cut:>10}"
             f"{leg.wall_s:>8.1f}"
         )
     for leg in legs:
