@@ -161,7 +161,10 @@ def count(record: dict, leg: Leg) -> None:
     if resumes:
         timing = record["traces"][0].get("info", {}).get("openenv_timing") or {}
         leg.stall_s.append(max(timing.get("step_s") or [0.0]))
-    errors = [str(e) for e in record.get("errors") or []]
+    errors = [
+        e.get("message", str(e)) if isinstance(e, dict) else str(e)
+        for e in record.get("errors") or []
+    ]
     errors += [info["error"] for info in infos if info.get("error")]
     if errors:
         leg.failed += 1

@@ -191,7 +191,7 @@ def cleanup() -> None:
     """Remove what a swarm of `swarm_nodes` left, whatever state it is in: engines
     stopped (SIGTERM, then SIGKILL of every process in the node namespaces and of
     their containers' processes), mounts under `STATE` undone, `STATE` removed, the
-    namespaces, the bridge (and the veths on it) and the FORWARD rule deleted."""
+    namespaces, the bridge, the veths and the FORWARD rule deleted."""
     namespaces = [
         line.split()[0]
         for line in sh("ip", "netns", "list").stdout.splitlines()
@@ -207,8 +207,19 @@ def cleanup() -> None:
     for ns in namespaces:
         sh("ip", "netns", "del", ns, check=False)
     sh("ip", "link", "del", BRIDGE, check=False)
+    _delete_veths()
     while sh("iptables", "-D", *RULE, check=False).returncode == 0:
         pass
+
+
+def _delete_veths() -> None:
+    """Delete the host ends of the nodes' veth pairs (a deleted bridge leaves its
+    ports, and a deleted namespace frees its end only once nothing holds it)."""
+    listed = sh("ip", "-o", "link", "show", check=False).stdout.splitlines()
+    names = [line.split(":")[1].strip().split("@")[0] for line in listed]
+    for name in names:
+        if name.startswith(f"{PREFIX}-"):
+            sh("ip", "link", "del", name, check=False)
 
 
 def _stop_engines(namespaces: list[str]) -> None:
