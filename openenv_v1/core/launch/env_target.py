@@ -1,12 +1,7 @@
 """`EnvTarget`: where an episode's environment comes from, as every launcher reads it.
 
-The value `target.open_env` opens, `plan.launch_plan` picks a launcher for, and each
-place's `*_launch_plan` (UV, Docker, Swarm, cloud) and `ServerPool` read their options
-from. It sits at the bottom of `launch/`, so all of them can name it without
-importing what opens it; `openenv_v1.core.launch.target` imports it too (the
-usual import for callers).
-
-Imports only `leases` (the type of `pool`).
+It sits at the bottom of `launch/` (it imports only `leases`), so every launcher can
+name it without importing what opens it (`openenv_v1.core.launch.target`).
 """
 
 from __future__ import annotations
@@ -16,6 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openenv_v1.core.launch.leases import PoolLeases
+
+# The defaults of the settings of the same name (`openenv_v1.settings.EpisodeSettings`),
+# which `EnvTarget` takes too: each is written here only.
+LAUNCH_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ class EnvTarget:
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     pool_url: str | None = field(default=None, repr=False)
     pool: PoolLeases | None = field(default=None, repr=False, compare=False)
-    launch_timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0
+    launch_timeout_s: float = LAUNCH_TIMEOUT_S
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
     message_timeout_s: float = 60.0
     """OpenEnv client's own per-message limit (it raises `TimeoutError`); at least the
     episode's reset and step timeouts."""
