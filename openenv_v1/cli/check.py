@@ -89,7 +89,6 @@ from openenv_v1.cli.check_stages import (
     steps,
 )
 from openenv_v1.core.episode.env_episode import open_episode
-from openenv_v1.core.episode.report import EpisodeLimits
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.launch.plan import launcher_label
 from openenv_v1.core.launch.target import EnvTarget
@@ -148,18 +147,6 @@ async def _read_manifest(run: CheckRun) -> Manifest | None:
         raise StageFailed(str(e)) from e
 
 
-def episode_limits(options: CheckOptions) -> EpisodeLimits:
-    """The check's episode's bounds: `timeout_s` per reset, step and capacity wait;
-    a lost session ends it (a check resumes nothing)."""
-    timeout = options.timeout_s
-    return EpisodeLimits(
-        reset_timeout_s=timeout,
-        step_timeout_s=timeout,
-        capacity_wait_s=timeout,
-        resume=False,
-    )
-
-
 async def _open(run: CheckRun) -> str:
     """The rollout's episode, launched or connected by `open_episode`; the server's
     URL. Once its session is open, and before the episode reads the contract, the
@@ -177,15 +164,14 @@ async def _open(run: CheckRun) -> str:
         await _run(run, SERVED)
         run.report.stage = "schema"  # the contract read that follows
 
-    # The client's own per-message limit must not cut a call `--timeout` allows.
-    target = options.target
-    message_timeout_s = max(target.message_timeout_s, options.timeout_s)
+    episode = options.episode
     run.episode = await open_episode(
-        dataclasses.replace(target, message_timeout_s=message_timeout_s),
-        episode_limits(options),
+        options.target,
+        episode.limits(),
         run.stack,
-        observation_images=options.observation_images,
-        max_observation_chars=options.max_observation_chars,
+        observation_format=episode.observation_format,
+        observation_images=episode.observation_images,
+        max_observation_chars=episode.max_observation_chars,
         on_launch=run.report.record_launch,
         on_connect=served,
     )
