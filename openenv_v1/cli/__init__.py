@@ -30,7 +30,7 @@ from openenv_v1.cli.flags import (
     CHECK_FLAGS,
     add_setting_flags,
     given_settings,
-    json_object,
+    json_value,
 )
 from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
 from openenv_v1.core.setting_names import render_settings
@@ -42,26 +42,19 @@ if TYPE_CHECKING:
     from openenv_v1.settings import EpisodeSettings
 
 
-def _json_list(flag: str):
-    def parse(text: str) -> list[Any]:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {e}") from e
-        if not isinstance(value, list) or not value:
-            raise argparse.ArgumentTypeError(f"{flag} must be a non-empty JSON list")
-        # A reply given as a JSON object is sent as its JSON text.
-        return [v if isinstance(v, str) else json.dumps(v) for v in value]
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openenv-v1", description="Check OpenEnv environments; run the demo."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_check(commands)
+    _add_demo(commands)
+    _add_init(commands)
+    add_cache_parser(commands)
+    return parser
 
+
+def _add_check(commands: Any) -> None:
     check = commands.add_parser(
         "check",
         help="launch or connect to an env as a rollout does, and report what it found",
@@ -92,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(check)
     check.add_argument(
         "--reset",
-        type=json_object("--reset"),
+        type=json_value("--reset", dict),
         default={},
         metavar="JSON",
         help="reset kwargs (default {}), e.g. '{\"seed\": 1}'",
@@ -112,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="concurrent sessions to try when probing capacity (default 4; 0 skips)",
     )
 
+
+def _replies(text: str) -> list[str]:
+    """`--replies`: a non-empty JSON list; a reply given as a JSON object is sent as
+    its JSON text."""
+    if not (value := json_value("--replies", list)(text)):
+        raise argparse.ArgumentTypeError("--replies must be a non-empty JSON list")
+    return [v if isinstance(v, str) else json.dumps(v) for v in value]
+
+
+def _add_demo(commands: Any) -> None:
     demo = commands.add_parser(
         "demo",
         help="offline, keyless: eval the local Wordle env with the scripted policy",
@@ -131,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--replies",
-        type=_json_list("--replies"),
+        type=_replies,
         help="the scripted policy's replies, a JSON list played in order (the last "
         "one repeated), instead of the Wordle solver",
     )
@@ -157,9 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the eval writes config.toml, eval.log and traces.jsonl "
         "(default: under outputs/, named as verifiers names the run)",
     )
-    _add_init(commands)
-    add_cache_parser(commands)
-    return parser
 
 
 def _add_init(commands: Any) -> None:

@@ -1,16 +1,8 @@
-"""What `openenv-v1 check` was asked to do and what it found: `CheckOptions`, each
-stage's typed summary (frozen values, one class per finding), `CheckReport` holding
-them, and its JSON form (images shown by their size).
-
-A finding the core has a type for is reported in that type: the manifest
-(`core.manifest.Manifest`), the Task API's splits (`core.tasks.Split`), a UV launch's
-app (`env_project.AppChoice`), the action contract (`schema.ActionSpec`) and an MCP
-env's tools (`schema.Tool`), the frames the episode saw (`frames.Frame`) and the
-turns it made of them (`turns.Turn`). Their JSON form is written here (`_json`).
-
-A summary field marked `_SPARSE` is left out of the JSON while it is None: it belongs
-to some outcomes of its stage only (a seed check's `error`, a refusal's
-`max_sessions`).
+"""What `openenv-v1 check` was asked (`CheckOptions`) and what it found: each stage's
+typed summary (frozen values; a finding the core has a type for, such as `Manifest`,
+`ActionSpec`, `Tool`, `Frame` or `Turn`, in that type), `CheckReport` holding them,
+and its JSON form (images shown by their size; a `_SPARSE` field left out while it
+is None: it belongs to some outcomes of its stage only).
 """
 
 from __future__ import annotations

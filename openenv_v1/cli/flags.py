@@ -1,6 +1,6 @@
 """How `openenv-v1 check` spells the settings (`core.setting_names`), and its options
 for them, made from the settings' own fields (`openenv_v1.settings`): a setting's flag
-is `--<its name in kebab case>` unless `_RENAMED` says otherwise, and its type,
+is `--<its name in kebab case>` unless `_FLAGS` says otherwise, and its type,
 default and `--help` text are the field's. A `provider_kwargs` key without a flag of
 its own is the `--provider-kwargs` JSON that sets it; a setting `check` has no flag
 for (it runs no rollout: `episode_timeout_s`, `max_servers`; `env` is its `ENV_ID`
@@ -28,33 +28,27 @@ __all__ = [
     "CheckFlags",
     "add_setting_flags",
     "given_settings",
-    "json_object",
+    "json_value",
 ]
 
-# The settings `check` has a flag for, in the order `--help` lists them; `base_url`'s
-# flag is check's own (each server given is checked), the others are made here.
-_SETTINGS = (
-    "base_url",
-    "use_docker",
-    "provider",
-    "provider_kwargs",
-    "forward_env",
-    "server_web_ui",
-    "launch_timeout_s",
-    "reset_timeout_s",
-    "step_timeout_s",
-    "capacity_wait_s",
-    "observation_images",
-    "max_observation_chars",
-)
-_RENAMED = {
+# Each setting `check` has a flag for, in the order `--help` lists them, with its flag
+# where that is not `--<the name in kebab case>`. `base_url`'s flag is check's own
+# (it checks each server given); the others are made from the fields here.
+_FLAGS: dict[str, str | None] = {
+    "base_url": None,
+    "use_docker": None,
+    "provider": None,
+    "provider_kwargs": None,
+    "forward_env": None,
     "server_web_ui": "--web-ui",
     "launch_timeout_s": "--launch-timeout",
     "reset_timeout_s": "--timeout",
     "step_timeout_s": "--timeout",
     "capacity_wait_s": "--timeout",
     "observation_images": "--no-observation-images",
+    "max_observation_chars": None,
 }
+_MADE = tuple(_FLAGS)[1:]
 # `--help` of a flag that sets several settings (the first one's type and default).
 _HELP = {"--timeout": "seconds per reset, step, capacity wait and HTTP call"}
 # `provider_kwargs` keys `check` has a flag for.
@@ -64,27 +58,29 @@ _FIELDS: dict[str, FieldInfo] = EnvSettings.model_fields | EpisodeSettings.model
 
 def setting_flag(name: str) -> str | None:
     """`check`'s flag for setting `name`; None when it has none."""
-    return _flag(name) if name in _SETTINGS else None
+    return _flag(name) if name in _FLAGS else None
 
 
 def _flag(name: str) -> str:
-    return _RENAMED.get(name) or f"--{name.replace('_', '-')}"
+    return _FLAGS[name] or f"--{name.replace('_', '-')}"
 
 
 def _dest(flag: str) -> str:
     return flag.removeprefix("--").removeprefix("no-").replace("-", "_")
 
 
-def json_object(flag: str):
-    """An argparse `type` reading a JSON object, its errors naming `flag`."""
+def json_value(flag: str, kind: type[dict] | type[list]):
+    """An argparse `type` reading JSON of `kind` (an object or a list), its errors
+    naming `flag`."""
+    noun = "object" if kind is dict else "list"
 
-    def parse(text: str) -> dict[str, Any]:
+    def parse(text: str) -> Any:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as e:
             raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {e}") from e
-        if not isinstance(value, dict):
-            raise argparse.ArgumentTypeError(f"{flag} must be a JSON object")
+        if not isinstance(value, kind):
+            raise argparse.ArgumentTypeError(f"{flag} must be a JSON {noun}")
         return value
 
     return parse
@@ -96,7 +92,7 @@ def _option(flag: str, name: str, field: FieldInfo) -> dict[str, Any]:
     if kind is bool:
         return {"action": "store_false" if flag.startswith("--no-") else "store_true"}
     if get_origin(kind) is dict:
-        return {"type": json_object(flag), "default": {}, "metavar": "JSON"}
+        return {"type": json_value(flag, dict), "default": {}, "metavar": "JSON"}
     if get_origin(kind) is list:
         return {"action": "append", "default": [], "metavar": "NAME"}
     if literal := [a for a in get_args(kind) if get_origin(a) is Literal]:
@@ -121,7 +117,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
     the field's type, default and docstring; a flag that sets several settings
     takes the first one's."""
     made: set[str] = set()
-    for name in _SETTINGS[1:]:
+    for name in _MADE:
         if (flag := _flag(name)) in made:
             continue
         made.add(flag)
@@ -135,7 +131,7 @@ def given_settings(args: argparse.Namespace, model: type[BaseModel]) -> dict[str
     """The settings of `model` that `check`'s flags made here set, by name."""
     return {
         name: getattr(args, _dest(_flag(name)))
-        for name in _SETTINGS[1:]
+        for name in _MADE
         if name in model.model_fields
     }
 
