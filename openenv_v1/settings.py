@@ -108,7 +108,7 @@ class EnvSettings(BaseModel):
 
     surface: ClassVar[Surface | None] = None
     """How the line these settings are on spells a setting (its binding's `flags`);
-    None: its messages keep the tokens, for the caller to render (`check`)."""
+    None: its messages keep the tokens (`check` renders them)."""
 
     @classmethod
     def spelled(cls, text: str) -> str:
@@ -152,8 +152,7 @@ class EnvSettings(BaseModel):
         return urls[0] if len(urls) == 1 else urls
 
     def base_urls(self) -> tuple[str, ...]:
-        """The servers of `base_url` given as a list (a desk leases them); () for one
-        URL or none."""
+        """The servers of a `base_url` list; () for one URL or none."""
         return tuple(self.base_url) if isinstance(self.base_url, list) else ()
 
     @model_validator(mode="after")
@@ -167,9 +166,9 @@ class EnvSettings(BaseModel):
         return self
 
     def require_target(self, taskset_id: str | None) -> None:
-        """Fail, naming the flags, when neither `env` nor `base_url` is set (checked
-        when the taskset is built: verifiers' CLI builds the config from its id
-        alone before it reads any flag)."""
+        """Fail, naming the flags, when neither `env` nor `base_url` is set; called
+        when the taskset is built, as verifiers builds the config from its id alone
+        before it reads any flag."""
         if not self.env and not self.base_url:
             raise ValueError(
                 self.spelled(
@@ -186,8 +185,7 @@ class EnvSettings(BaseModel):
 
     def leases_servers(self) -> bool:
         """Whether rollouts lease their sessions from a desk the taskset starts
-        (`TasksetCore.start_pool`): shared servers launched once per eval, or the
-        running servers of a `base_url` list."""
+        (`TasksetCore.start_pool`): shared servers, or a `base_url` list's."""
         return self.shares_servers() or bool(self.base_urls())
 
 
@@ -372,9 +370,7 @@ class TaskSettings(BaseModel):
 
 
 class TasksetSettings(EnvSettings, TaskSettings):
-    """The taskset's own settings on both lines: which env, where its servers run,
-    how the model acts (`EnvSettings`), and where its tasks come from
-    (`TaskSettings`)."""
+    """The taskset's own settings on both lines."""
 
 
 class EnvPlace(Protocol):
@@ -387,8 +383,7 @@ class EnvPlace(Protocol):
 
 
 class UnsetVariables(ValueError):
-    """`forward_env` names variables this process does not have (`names`); the
-    message names the setting by token."""
+    """`forward_env` names variables this process does not have (`names`)."""
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
@@ -414,12 +409,10 @@ def env_target(
     pool: PoolLeases | None = None,
     pool_url: str | None = None,
 ) -> EnvTarget:
-    """The `EnvTarget` of an episode: `place`'s `base_url` (nothing else applies
-    then; a list of servers is leased from their desk: `pool` in this process,
-    `pool_url` from another, else one of the process's own), else a lease from the
-    shared servers (`pool`, `pool_url`), else a launch of `place.env` of its own,
-    with `episode`'s launch options and timeouts and `secret_env` added to the
-    server's environment."""
+    """The `EnvTarget` of an episode: `place`'s `base_url` (a list is leased from
+    `pool` or `pool_url`), else a lease from the shared servers (`pool`,
+    `pool_url`), else a launch of `place.env` of its own; with `episode`'s launch
+    options and timeouts, and `secret_env` for a launched server."""
     connect = bool(place.base_url)
     urls = place.base_url if isinstance(place.base_url, list) else []
     return EnvTarget(

@@ -184,11 +184,12 @@ async def _check(run: CheckRun) -> None:
 def _launch_line(target: EnvTarget) -> str:
     if target.base_url:
         return f"connecting to {target.base_url} ..."
-    if target.launcher != "uv":
-        how = launcher_label(target.launcher)
-        return f"launching {target.env} with {how} (up to {target.launch_timeout_s:.0f}s) ..."
-    where = target.provider_kwargs.get("project_path") or "its Space repo (git clone)"
+    how = launcher_label(target.launcher)
+    if target.launcher == "uv":
+        where = (
+            target.provider_kwargs.get("project_path") or "its Space repo (git clone)"
+        )
+        how = f"UV from {where}"
     return (
-        f"launching {target.env} with UV from {where} "
-        f"(up to {target.launch_timeout_s:.0f}s) ..."
+        f"launching {target.env} with {how} (up to {target.launch_timeout_s:.0f}s) ..."
     )

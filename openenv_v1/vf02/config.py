@@ -5,9 +5,6 @@ and this line's own: where the user simulator runs and how it starts.
     eval openenv-v1 --taskset.env openenv/echo-env
     eval openenv-v1 --taskset.base-url http://127.0.0.1:8000
     class MyEnvConfig(OpenEnvConfig): env: str | None = "org/my-env"
-
-`env` or `base_url` is checked by `require_target()` when the taskset is built:
-verifiers' CLI builds `OpenEnvConfig(id=...)` before it reads any flag.
 """
 
 from __future__ import annotations

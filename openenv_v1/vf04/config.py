@@ -4,8 +4,6 @@ verifiers 0.2 name (the env runs in the eval process: no user simulator).
 
     vf-eval openenv-v1 --env.taskset.env openenv/echo-env
     class MyEnvConfig(OpenEnvConfig): env: str | None = "org/my-env"
-
-`env` or `base_url` is checked by `require_target()` when the taskset is built.
 """
 
 from __future__ import annotations

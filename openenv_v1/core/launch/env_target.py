@@ -20,19 +20,13 @@ CONNECT_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True)
 class EnvTarget:
-    """Where an episode's environment comes from.
-
-    `base_url` connects to a running server and ignores everything else;
-    `base_urls` are running servers too, leased like shared ones (from `pool` or
-    `pool_url`: a `url_pool.UrlPool`'s, else this process's `url_pool.own_desk`),
-    and nothing is launched for them either. `pool`
-    (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
-    another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
-    Hugging Face Space id) is launched for this episode by the launcher `launcher`
-    names: OpenEnv's UV provider by default, Docker with `use_docker`, or the
-    `provider` set (see `plan.PLACES`). `provider_kwargs` are that launcher's
-    options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
-    added to the launched server's environment and never shown.
+    """Where an episode's environment comes from: `base_url`, a running server
+    (nothing else applies); `base_urls`, running servers leased like shared ones
+    (from `pool`, `pool_url`, else this process's `url_pool.own_desk`); a lease from
+    the shared servers launched for `env` (`pool` in this process, `pool_url` from
+    another); else `env` (an OpenEnv / Hugging Face Space id) launched for this
+    episode by the launcher `launcher` names, with `provider_kwargs` as its options
+    and `secret_env` added to the server's environment (never shown).
     """
 
     env: str | None = None
