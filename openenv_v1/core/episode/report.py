@@ -152,15 +152,13 @@ class EpisodeReport:
         self.done, self.stop_reason, self.error = True, "error", message
 
     def end_at_reset(self, message: str) -> None:
-        """The reset left no episode to play (`ended_at_reset`): it fails with
-        `message`."""
+        """The reset left no episode to play: it fails with `message`."""
         self.ended_at_reset = True
         self.fail(message)
 
     def info(self) -> dict[str, Any]:
-        """The account as the trace's `info["openenv"]` shows it: reward, steps,
-        invalid actions, stop reason, and the named signals, the rewards outside the
-        declared range and `ended_at_reset` when there are any."""
+        """The account as the trace's `info["openenv"]` shows it (optional keys only
+        when there are any)."""
         info: dict[str, Any] = {
             "reward": self.final_reward(),
             "reward_mode": self.reward_mode,
@@ -180,9 +178,8 @@ class EpisodeReport:
         return info
 
     def timing(self) -> dict[str, Any]:
-        """How long the env took, as the trace's `info["openenv_timing"]` shows it:
-        `reset_s` and each step's `step_s`, in milliseconds' precision, and when each
-        step's answer arrived (`step_end`, Unix time)."""
+        """How long the env took, as the trace's `info["openenv_timing"]` shows it
+        (seconds to 0.1 ms; `step_end` in Unix time)."""
         return {
             "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
             "step_s": [round(t, 4) for t in self.step_s],
