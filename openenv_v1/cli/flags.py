@@ -104,10 +104,12 @@ def _option(flag: str, name: str, field: FieldInfo) -> dict[str, Any]:
     }
 
 
-def _help(flag: str, field: FieldInfo, option: dict[str, Any]) -> str:
-    text = _HELP.get(flag) or " ".join((field.description or "").split())
+def _help(flag: str, name: str, option: dict[str, Any]) -> str:
+    text = _HELP.get(flag) or " ".join((_FIELDS[name].description or "").split())
     if flag.startswith("--no-"):
-        text = f"turns this setting off: {text}"
+        text = f"turns off `{name}`: {text}"
+    if option.get("action") == "append":
+        text += " Repeat the flag for more."
     text = render_settings(text, CHECK_FLAGS).replace("%", "%%")
     return f"{text} (default %(default)s)" if "type" in option else text
 
@@ -121,9 +123,8 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         if (flag := _flag(name)) in made:
             continue
         made.add(flag)
-        field = _FIELDS[name]
-        option = _option(flag, name, field)
-        help_text = _help(flag, field, option)
+        option = _option(flag, name, _FIELDS[name])
+        help_text = _help(flag, name, option)
         parser.add_argument(flag, dest=_dest(flag), help=help_text, **option)
 
 
