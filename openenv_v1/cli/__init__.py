@@ -274,7 +274,7 @@ def _settings(
 ) -> tuple[EnvTarget, EpisodeSettings]:
     """The `EnvTarget` and episode settings a rollout with the settings the flags
     give would use, built as the bindings build them (`openenv_v1.settings`), with
-    this command's flags named in its errors. The check resumes no lost session."""
+    this command's flags named in its errors."""
     from pydantic import ValidationError
 
     from openenv_v1.settings import (
@@ -295,8 +295,7 @@ def _settings(
             env=args.env_id, base_url=base_url, **given_settings(args, EnvSettings)
         )
         episode = EpisodeSettings(
-            **given_settings(args, EpisodeSettings) | {"provider_kwargs": kwargs},
-            resume_lost_sessions=False,
+            **given_settings(args, EpisodeSettings) | {"provider_kwargs": kwargs}
         )
     except ValidationError as e:
         _usage_error("check", _invalid(e))

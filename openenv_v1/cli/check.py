@@ -118,7 +118,7 @@ async def _open(run: CheckRun) -> str:
     episode = options.episode
     run.episode = await open_episode(
         options.target,
-        episode.limits(),
+        dataclasses.replace(episode.limits(), resume=False),  # a check resumes nothing
         run.stack,
         observation_format=episode.observation_format,
         observation_images=episode.observation_images,
