@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import functools
 import inspect
 import json
 import re
@@ -215,9 +217,25 @@ def read_settings(source: Path, cls: str) -> list[Setting]:
     return settings
 
 
+@functools.cache
+def constants(package: Path = ROOT / "openenv_v1") -> dict[str, ast.expr]:
+    """The package's module-level `NAME = <literal>` constants, so that a default
+    written as one (`LAUNCH_TIMEOUT_S`) is shown as its value."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        for stmt in ast.parse(path.read_text(), filename=str(path)).body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+                with contextlib.suppress(ValueError):
+                    ast.literal_eval(stmt.value)
+                    found[stmt.targets[0].id] = stmt.value
+    return found
+
+
 def _shown(value: ast.expr) -> str:
     """A default as a user writes it: JSON for literals (`true`, `"text"`), `unset`
     for None, the source text otherwise."""
+    if isinstance(value, ast.Name):
+        value = constants().get(value.id, value)
     if isinstance(value, ast.Call) and not value.args and not value.keywords:
         empty = {"dict": "{}", "list": "[]"}.get(ast.unparse(value.func))
         if empty:

@@ -1,33 +1,46 @@
-"""The settings both verifiers lines share: which env and where its servers run
-(`EnvSettings`), how a launched env server is set up, the limits of an episode, how
-observations are shown and rewards counted (`EpisodeSettings`), and which tasks the
-taskset has (`TaskSettings`); and the `EnvTarget` they mean (`env_target`).
+"""The settings both verifiers lines share, each declared once (name, type, default,
+docstring): which env and where its servers run (`EnvSettings`), how a launched server
+is set up, the limits of an episode and how it is shown and scored
+(`EpisodeSettings`), which tasks the taskset has (`TaskSettings`); and what they
+mean for an episode (`env_target`, `EpisodeSettings.limits`), which `check` builds
+the same way.
 
     class OpenEnvUserConfig(EpisodeSettings, vf.UserConfig)   # 0.2: --taskset.task.user.*
-    class OpenEnvConfig(EpisodeSettings, ..., vf.TasksetConfig)  # 0.4: --env.taskset.*
-    class OpenEnvConfig(EnvSettings, TaskSettings, vf.TasksetConfig)  # both
+    class OpenEnvConfig(TasksetSettings, EpisodeSettings, vf.TasksetConfig)  # 0.4
 
-Mixins of plain pydantic fields (no verifiers import), so each line's config keeps
-one definition, and one `--help` text, of every setting; verifiers' CLI reads the
-field docstrings through the class's bases. A message names a setting by the flag
-as the line it is on sets it: by the core's token (`core.setting_names`), rendered
-with the `Surface` of the config's line (`EnvSettings.surface`).
+Plain pydantic mixins (no verifiers import); verifiers' CLI and `check`'s parser
+(`cli.flags`) read the field docstrings as `--help`. A message names a setting by the
+core's token (`core.setting_names`), spelled by the `Surface` of the config's line
+(`EnvSettings.surface`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openenv_v1.core import EpisodeLimits
 from openenv_v1.core.episode.render import ObservationFormat
 from openenv_v1.core.episode.replies import REASONING_DELIMITERS
-from openenv_v1.core.episode.report import RewardMode, ToolCalls
-from openenv_v1.core.launch.env_target import EnvTarget
+from openenv_v1.core.episode.report import (
+    CAPACITY_WAIT_S,
+    MAX_INVALID_ACTIONS,
+    MAX_OBSERVATION_CHARS,
+    RESET_TIMEOUT_S,
+    STEP_TIMEOUT_S,
+    RewardMode,
+    ToolCalls,
+)
+from openenv_v1.core.launch.env_target import (
+    CONNECT_TIMEOUT_S,
+    LAUNCH_TIMEOUT_S,
+    EnvTarget,
+)
 from openenv_v1.core.launch.plan import ProviderName, settle_use_docker
 from openenv_v1.core.manifest import Manifest, credentials_error
 from openenv_v1.core.setting_names import Surface, render_settings, setting
@@ -40,6 +53,8 @@ class EnvSettings(BaseModel):
     """Which env the taskset runs, where its servers run and how the model acts: the
     taskset's own settings on both lines (`--taskset.*` on verifiers 0.2,
     `--env.taskset.*` on 0.4)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     env: str | None = None
     """OpenEnv environment id (e.g. `openenv/wordle`), launched with the UV provider
@@ -93,7 +108,7 @@ class EnvSettings(BaseModel):
 
     surface: ClassVar[Surface | None] = None
     """How the line these settings are on spells a setting (its binding's `flags`);
-    None: its messages keep the tokens, for the caller to render (`check`)."""
+    None: its messages keep the tokens (`check` renders them)."""
 
     @classmethod
     def spelled(cls, text: str) -> str:
@@ -137,8 +152,7 @@ class EnvSettings(BaseModel):
         return urls[0] if len(urls) == 1 else urls
 
     def base_urls(self) -> tuple[str, ...]:
-        """The servers of `base_url` given as a list (a desk leases them); () for one
-        URL or none."""
+        """The servers of a `base_url` list; () for one URL or none."""
         return tuple(self.base_url) if isinstance(self.base_url, list) else ()
 
     @model_validator(mode="after")
@@ -152,9 +166,9 @@ class EnvSettings(BaseModel):
         return self
 
     def require_target(self, taskset_id: str | None) -> None:
-        """Fail, naming the flags, when neither `env` nor `base_url` is set (checked
-        when the taskset is built: verifiers' CLI builds the config from its id
-        alone before it reads any flag)."""
+        """Fail, naming the flags, when neither `env` nor `base_url` is set; called
+        when the taskset is built, as verifiers builds the config from its id alone
+        before it reads any flag."""
         if not self.env and not self.base_url:
             raise ValueError(
                 self.spelled(
@@ -171,12 +185,16 @@ class EnvSettings(BaseModel):
 
     def leases_servers(self) -> bool:
         """Whether rollouts lease their sessions from a desk the taskset starts
-        (`TasksetCore.start_pool`): shared servers launched once per eval, or the
-        running servers of a `base_url` list."""
+        (`TasksetCore.start_pool`): shared servers, or a `base_url` list's."""
         return self.shares_servers() or bool(self.base_urls())
 
 
 class EpisodeSettings(BaseModel):
+    """How a launched env server is set up, the limits of an episode, and how its
+    observations are shown and its reward counted."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     provider_kwargs: dict[str, Any] = {}
     """OpenEnv's launch options (as for `GenericEnvClient.from_env`): `app` (unset:
     chosen from the env project's files), `project_path` (a local checkout or a `git+`
@@ -204,21 +222,21 @@ class EpisodeSettings(BaseModel):
     launch removes the least recently used ones no running eval uses (as it removes
     those whose project folder is gone). Unset: `$OPENENV_V1_CACHE_MAX_GB`, else 10.
     `openenv-v1 cache` lists and prunes them."""
-    launch_timeout_s: float = 120.0
+    launch_timeout_s: float = LAUNCH_TIMEOUT_S
     """Seconds a launched server may take to answer `/health` (UV provider's
     `context_timeout_s` unless provider_kwargs sets it); a UV server the launcher
     starts again (on another port, with gradio, with the next app candidate) gets
     them afresh."""
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
     """Seconds to open the WebSocket session."""
-    reset_timeout_s: float = 60.0
+    reset_timeout_s: float = RESET_TIMEOUT_S
     """Seconds `reset` may take."""
-    step_timeout_s: float = 60.0
+    step_timeout_s: float = STEP_TIMEOUT_S
     """Seconds one `step` may take; a slower step ends the rollout with an error."""
-    max_invalid_actions: int = Field(3, ge=1)
+    max_invalid_actions: int = Field(MAX_INVALID_ACTIONS, ge=1)
     """Consecutive invalid actions (unparseable, against the schema, rejected by the
     server) that end the episode with stop condition `openenv_invalid_actions`."""
-    capacity_wait_s: float = 30.0
+    capacity_wait_s: float = CAPACITY_WAIT_S
     """Seconds a rollout waits for a session while every shared server is full and
     none of their sessions ends (then it fails, naming the limit); also how long a
     reset refused at capacity is retried, with backoff."""
@@ -231,7 +249,7 @@ class EpisodeSettings(BaseModel):
     field, a nested H x W x C list, a base64 PNG/JPEG or data URL) to the model as
     PNG images beside a one-line note. Turn off for a model without vision: the field
     then becomes a one-line note (`screen: image 210x160x3, not shown`)."""
-    max_observation_chars: int = Field(8_000, ge=1_000)
+    max_observation_chars: int = Field(MAX_OBSERVATION_CHARS, ge=1_000)
     """Most characters of text in one user turn. Fields that would push a turn over
     it are cut, the longest first, each with a note of how much was cut (the action
     format of the opening turn is never cut)."""
@@ -306,17 +324,15 @@ class EpisodeSettings(BaseModel):
         return self.model_copy(update=update)
 
     def limits(self) -> EpisodeLimits:
-        return EpisodeLimits(
-            reset_timeout_s=self.reset_timeout_s,
-            step_timeout_s=self.step_timeout_s,
-            max_invalid_actions=self.max_invalid_actions,
-            capacity_wait_s=self.capacity_wait_s,
-            episode_timeout_s=self.episode_timeout_s,
-            reward=self.reward,
-            reward_range=self.reward_range,
-            reasoning_delimiters=tuple(tuple(p) for p in self.reasoning_delimiters),
-            resume=self.resume_lost_sessions,
-        )
+        """The `EpisodeLimits` of these settings: each of its fields from the setting
+        of the same name (`resume` from `resume_lost_sessions`)."""
+        same = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(EpisodeLimits)
+            if f.name in EpisodeSettings.model_fields
+        }
+        same["reasoning_delimiters"] = tuple(map(tuple, self.reasoning_delimiters))
+        return EpisodeLimits(**same, resume=self.resume_lost_sessions)
 
 
 class TaskSettings(BaseModel):
@@ -354,9 +370,7 @@ class TaskSettings(BaseModel):
 
 
 class TasksetSettings(EnvSettings, TaskSettings):
-    """The taskset's own settings on both lines: which env, where its servers run,
-    how the model acts (`EnvSettings`), and where its tasks come from
-    (`TaskSettings`)."""
+    """The taskset's own settings on both lines."""
 
 
 class EnvPlace(Protocol):
@@ -369,8 +383,7 @@ class EnvPlace(Protocol):
 
 
 class UnsetVariables(ValueError):
-    """`forward_env` names variables this process does not have (`names`); the
-    message names the setting by token."""
+    """`forward_env` names variables this process does not have (`names`)."""
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
@@ -396,12 +409,10 @@ def env_target(
     pool: PoolLeases | None = None,
     pool_url: str | None = None,
 ) -> EnvTarget:
-    """The `EnvTarget` of an episode: `place`'s `base_url` (nothing else applies
-    then; a list of servers is leased from their desk: `pool` in this process,
-    `pool_url` from another, else one of the process's own), else a lease from the
-    shared servers (`pool`, `pool_url`), else a launch of `place.env` of its own,
-    with `episode`'s launch options and timeouts and `secret_env` added to the
-    server's environment."""
+    """The `EnvTarget` of an episode: `place`'s `base_url` (a list is leased from
+    `pool` or `pool_url`), else a lease from the shared servers (`pool`,
+    `pool_url`), else a launch of `place.env` of its own; with `episode`'s launch
+    options and timeouts, and `secret_env` for a launched server."""
     connect = bool(place.base_url)
     urls = place.base_url if isinstance(place.base_url, list) else []
     return EnvTarget(

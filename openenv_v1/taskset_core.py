@@ -1,23 +1,13 @@
 """The taskset core both verifiers bindings compose: what an OpenEnv taskset builds
-from its settings, written once for either line; each binding maps it onto verifiers
-(0.2 hands the target's parts to its user simulators, 0.4 plays the episodes in the
-eval process).
+from its settings, written once; each binding maps it onto verifiers. verifiers is
+imported only for the two types its lines define alike (`vf.TaskData`,
+`vf.UserMessage`).
 
     prepare_eval_process(episode.server_home)   # the process-wide settings, by name
     core = TasksetCore.build(config, episode)   # messages spelled as config.surface
     pool = core.start_pool() if config.leases_servers() else None
     tasks = [Task(data, ...) for data in core.task_data()]   # one OpenEnvData each
     episode, opening = await open_and_reset(core.target, episode_settings, stack, data)
-
-`TasksetCore.build` checks the settings (an env is named, the env folder's
-`openenv.yaml` is valid and its credentials are forwarded), applies that manifest's
-defaults to the episode settings, reads the forwarded values, builds the `EnvTarget`
-(`openenv_v1.settings.env_target`), fails at once for a launcher that cannot be used
-(its SDK missing) rather than per rollout, and warns once of reset kwargs the env does
-not take.
-
-verifiers is imported only for the two types its lines define alike (`vf.TaskData`,
-`vf.UserMessage`); the OpenEnv side is `openenv_v1.core`.
 """
 
 from __future__ import annotations
@@ -83,13 +73,10 @@ class OpenEnvData(vf.TaskData):
 
 
 def prepare_eval_process(server_home: str | None) -> None:
-    """Settle what is process-wide in a process that builds an OpenEnv taskset (each
-    binding's taskset calls it, by name, when it is built): `openenv_v1.*` logs go
-    where verifiers sends its own (`logs.route_to_verifiers`); the process becomes
-    unreadable to other processes of its user, env servers included, as it holds API
-    keys, the pool's token and the episodes' accounts
-    (`server_env.hide_this_process`); and the HOME of the UV servers it and the
-    processes it starts launch is settled (`server_env.use_server_home`)."""
+    """Settle what is process-wide where an OpenEnv taskset is built (each binding's
+    taskset calls it): `openenv_v1.*` logs go where verifiers sends its own, the
+    process is hidden from other processes of its user (it holds API keys and the
+    pool's token), and the HOME of the UV servers it launches is settled."""
     route_to_verifiers()
     hide_this_process()
     use_server_home(server_home)
@@ -113,9 +100,11 @@ class TasksetCore:
 
     @classmethod
     def build(cls, settings: TasksetSettings, episode: EpisodeSettings) -> TasksetCore:
-        """Check `settings` and `episode` and build the core; every problem is a
-        `ValueError` naming the setting as `settings.surface` (the line's) spells
-        it."""
+        """Check `settings` and `episode` (an env is named, the env folder's
+        `openenv.yaml` is valid and its credentials are forwarded, the launcher can
+        be used) and build the core, with the manifest's defaults applied to
+        `episode`; warns once of reset kwargs the env does not take. Every problem
+        is a `ValueError` naming the setting as `settings.surface` spells it."""
         surface = settings.surface
         if surface is None:
             raise TypeError(f"{type(settings).__name__} names no surface")

@@ -10,7 +10,7 @@ import verifiers.v1 as vf
 from pydantic import ValidationError
 
 from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
-from openenv_v1.cli import PROVIDER_CHOICES, build_parser
+from openenv_v1.cli import build_parser
 from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.launch.docker.container import DockerLaunch
 from openenv_v1.core.launch.docker.options import DockerOptions
@@ -29,7 +29,13 @@ from tests.servers import WORDLE_PROJECT
 
 
 def test_the_cli_choices_are_the_setting_values():
-    assert PROVIDER_CHOICES == get_args(ProviderName) == tuple(PLACES)
+    (commands,) = [a for a in build_parser()._actions if a.dest == "command"]
+    (provider,) = [
+        a
+        for a in commands.choices["check"]._actions
+        if "--provider" in a.option_strings
+    ]
+    assert tuple(provider.choices) == get_args(ProviderName) == tuple(PLACES)
     args = build_parser().parse_args(["check", "org/env", "--provider", "modal"])
     assert args.provider == "modal"
 

@@ -8,6 +8,7 @@ import contextlib
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from openenv_v1 import OpenEnvConfig
 from openenv_v1.cli import build_parser, main
 from openenv_v1.cli.check_report import CheckReport
-from openenv_v1.cli.flags import CHECK_FLAGS
+from openenv_v1.cli.flags import CHECK_FLAGS, given_settings
 from openenv_v1.core import EnvFailure, EnvTarget
 from openenv_v1.core.launch.cloud import cloud_launch_plan
 from openenv_v1.core.launch.env_project import AppChoice
@@ -34,6 +35,7 @@ from openenv_v1.core.setting_names import (
     render_settings,
     setting,
 )
+from openenv_v1.settings import EnvSettings, EpisodeSettings
 from openenv_v1.vf04.flags import VF_EVAL_FLAGS
 from tests.setting_spellings import SPELLINGS, SURFACES, field_at
 
@@ -51,11 +53,41 @@ def test_the_verifiers_02_spelling_is_a_field_of_its_config(name):
     assert field_at(OpenEnvConfig, flag, "--taskset.")
 
 
-def check_options() -> set[str]:
+def check_actions() -> dict[str, Any]:
     parser = build_parser()
     (commands,) = [a for a in parser._actions if a.dest == "command"]
     check = commands.choices["check"]
-    return {option for action in check._actions for option in action.option_strings}
+    return {option: a for a in check._actions for option in a.option_strings}
+
+
+def check_options() -> set[str]:
+    return set(check_actions())
+
+
+def test_checks_setting_flags_take_the_settings_defaults_and_docstrings():
+    args = build_parser().parse_args(["check", "x/y"])
+    for model in (EnvSettings, EpisodeSettings):
+        given = given_settings(args, model)
+        defaults = {
+            n: f.get_default(call_default_factory=True)
+            for n, f in model.model_fields.items()
+        }
+        # `--timeout` bounds the capacity wait too: the reset timeout's default.
+        defaults["capacity_wait_s"] = defaults.get("reset_timeout_s")
+        assert given and given == {n: defaults[n] for n in given}
+    assert set(given_settings(args, EpisodeSettings)) >= {
+        "launch_timeout_s",
+        "reset_timeout_s",
+        "step_timeout_s",
+        "observation_images",
+        "max_observation_chars",
+    }
+    actions = check_actions()
+    launch = actions["--launch-timeout"]
+    assert launch.help.startswith("Seconds a launched server may take to answer")
+    assert launch.help.endswith("(default %(default)s)") and launch.default == 120.0
+    assert "`--base-url`" in actions["--use-docker"].help  # spelled as check sets it
+    assert actions["--max-observation-chars"].type is int
 
 
 @pytest.mark.parametrize("name", SPELLINGS)

@@ -26,50 +26,20 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from openenv_v1.cli.cache import add_cache_parser, run_cache
 from openenv_v1.cli.extras import missing_extra
-from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
-
-# `openenv_v1.core.launch.plan.ProviderName`, spelled out here so that `--help` does not
-# import openenv (a test checks the two agree).
-PROVIDER_CHOICES = (
-    "uv",
-    "docker",
-    "swarm",
-    "daytona",
-    "modal",
-    "aca",
-    "hf_sandbox",
-    "novita",
+from openenv_v1.cli.flags import (
+    CHECK_FLAGS,
+    add_setting_flags,
+    given_settings,
+    json_value,
 )
+from openenv_v1.cli.procs import reap_child_groups, stop_child_groups
+from openenv_v1.core.setting_names import render_settings
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from openenv_v1.core.launch.target import EnvTarget
-
-
-def _json_object(flag: str):
-    def parse(text: str) -> dict[str, Any]:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {e}") from e
-        if not isinstance(value, dict):
-            raise argparse.ArgumentTypeError(f"{flag} must be a JSON object")
-        return value
-
-    return parse
-
-
-def _json_list(flag: str):
-    def parse(text: str) -> list[Any]:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {e}") from e
-        if not isinstance(value, list) or not value:
-            raise argparse.ArgumentTypeError(f"{flag} must be a non-empty JSON list")
-        # A reply given as a JSON object is sent as its JSON text.
-        return [v if isinstance(v, str) else json.dumps(v) for v in value]
-
-    return parse
+    from openenv_v1.settings import EpisodeSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="openenv-v1", description="Check OpenEnv environments; run the demo."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_check(commands)
+    _add_demo(commands)
+    _add_init(commands)
+    add_cache_parser(commands)
+    return parser
 
+
+def _add_check(commands: Any) -> None:
     check = commands.add_parser(
         "check",
         help="launch or connect to an env as a rollout does, and report what it found",
@@ -105,39 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--project-path", help="local checkout of the env (no clone)")
     check.add_argument("--app", help="ASGI app to serve, e.g. pkg.server.app:app")
-    check.add_argument(
-        "--web-ui",
-        action="store_true",
-        help="let the server import gradio (OpenEnv's web UI), as the "
-        "server_web_ui setting does; needed by an env that imports gradio without "
-        "declaring it",
-    )
-    check.add_argument("--use-docker", action="store_true", help="Docker provider")
-    check.add_argument(
-        "--provider",
-        choices=PROVIDER_CHOICES,
-        help="where the server runs, as the taskset's `provider` setting (default: "
-        "uv, or docker with --use-docker); its options go in --provider-kwargs",
-    )
-    check.add_argument(
-        "--provider-kwargs",
-        type=_json_object("--provider-kwargs"),
-        default={},
-        metavar="JSON",
-        help="more launch options (env_vars, port, workers, tag, ...)",
-    )
-    check.add_argument(
-        "--forward-env",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="pass this variable of your environment into the launched server (an "
-        "API key, a token), as the forward_env setting does; repeat for more. Its "
-        "value is never shown",
-    )
+    add_setting_flags(check)
     check.add_argument(
         "--reset",
-        type=_json_object("--reset"),
+        type=json_value("--reset", dict),
         default={},
         metavar="JSON",
         help="reset kwargs (default {}), e.g. '{\"seed\": 1}'",
@@ -150,35 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument(
-        "--launch-timeout",
-        type=float,
-        default=120.0,
-        metavar="S",
-        help="seconds a launched server may take to get ready (default 120)",
-    )
-    check.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="S",
-        help="seconds per reset, step and HTTP call (default 60)",
-    )
-    check.add_argument(
-        "--no-observation-images",
-        dest="observation_images",
-        action="store_false",
-        help="show image fields as one-line notes, as a rollout with "
-        "observation_images false does",
-    )
-    check.add_argument(
-        "--max-observation-chars",
-        type=int,
-        default=8_000,
-        metavar="N",
-        help="bound on a turn's text, as the max_observation_chars setting "
-        "(default 8000)",
-    )
-    check.add_argument(
         "--probe-sessions",
         type=int,
         default=4,
@@ -186,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="concurrent sessions to try when probing capacity (default 4; 0 skips)",
     )
 
+
+def _replies(text: str) -> list[str]:
+    """`--replies`: a non-empty JSON list; a reply given as a JSON object is sent as
+    its JSON text."""
+    if not (value := json_value("--replies", list)(text)):
+        raise argparse.ArgumentTypeError("--replies must be a non-empty JSON list")
+    return [v if isinstance(v, str) else json.dumps(v) for v in value]
+
+
+def _add_demo(commands: Any) -> None:
     demo = commands.add_parser(
         "demo",
         help="offline, keyless: eval the local Wordle env with the scripted policy",
@@ -205,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--replies",
-        type=_json_list("--replies"),
+        type=_replies,
         help="the scripted policy's replies, a JSON list played in order (the last "
         "one repeated), instead of the Wordle solver",
     )
@@ -231,9 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the eval writes config.toml, eval.log and traces.jsonl "
         "(default: under outputs/, named as verifiers names the run)",
     )
-    _add_init(commands)
-    add_cache_parser(commands)
-    return parser
 
 
 def _add_init(commands: Any) -> None:
@@ -310,15 +236,13 @@ def _check_one(args: argparse.Namespace, base_url: str | None) -> int:
     from openenv_v1.cli.check_report import Failure, describe_target
     from openenv_v1.cli.check_text import render_report
 
-    target = _target(args, base_url)
+    target, episode = _settings(args, base_url)
     options = CheckOptions(
         target=target,
+        episode=episode,
         reset=args.reset,
         action=args.action,
         probe_sessions=max(0, args.probe_sessions),
-        timeout_s=args.timeout,
-        observation_images=args.observation_images,
-        max_observation_chars=args.max_observation_chars,
     )
     report = CheckReport(target=describe_target(target))
     if base_url and (args.env_id or args.project_path or args.app):
@@ -345,14 +269,14 @@ def _check_one(args: argparse.Namespace, base_url: str | None) -> int:
     return 0 if report.ok else 1
 
 
-def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
-    """The `EnvTarget` a rollout with these settings would use, built from the
-    settings both bindings share (`openenv_v1.settings`), with this command's flags
-    named in its errors."""
+def _settings(
+    args: argparse.Namespace, base_url: str | None
+) -> tuple[EnvTarget, EpisodeSettings]:
+    """The `EnvTarget` and episode settings a rollout with the settings the flags
+    give would use, built as the bindings build them (`openenv_v1.settings`), with
+    this command's flags named in its errors."""
     from pydantic import ValidationError
 
-    from openenv_v1.cli.flags import CHECK_FLAGS
-    from openenv_v1.core.setting_names import render_settings
     from openenv_v1.settings import (
         EnvSettings,
         EpisodeSettings,
@@ -368,19 +292,13 @@ def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
         kwargs["app"] = args.app
     try:
         place = EnvSettings(
-            env=args.env_id,
-            base_url=base_url,
-            use_docker=args.use_docker,
-            provider=args.provider,
+            env=args.env_id, base_url=base_url, **given_settings(args, EnvSettings)
         )
         episode = EpisodeSettings(
-            provider_kwargs=kwargs,
-            launch_timeout_s=args.launch_timeout,
-            server_web_ui=args.web_ui,
+            **given_settings(args, EpisodeSettings) | {"provider_kwargs": kwargs}
         )
     except ValidationError as e:
-        errors = (error["msg"].removeprefix("Value error, ") for error in e.errors())
-        _usage_error("check", render_settings("; ".join(errors), CHECK_FLAGS))
+        _usage_error("check", _invalid(e))
     path = episode.provider_kwargs.get("project_path")
     if not place.env and not place.base_url:
         if not path:
@@ -389,14 +307,26 @@ def _target(args: argparse.Namespace, base_url: str | None) -> EnvTarget:
             )
         place.env = f"local/{os.path.basename(str(path).rstrip('/'))}"
     try:
-        secret_env = forwarded_values(args.forward_env)
+        secret_env = forwarded_values(episode.forward_env)
     except UnsetVariables as e:
         _usage_error(
             "check",
             f"--forward-env {' '.join(e.names)}: not set in this environment; "
             "export it, or drop the flag",
         )
-    return env_target(place, episode, secret_env=secret_env)
+    return env_target(place, episode, secret_env=secret_env), episode
+
+
+def _invalid(error: ValidationError) -> str:
+    """What `error` found, each setting named by its flag: a bound or type a value
+    breaks is prefixed by the flag; the settings' own checks name theirs."""
+    found = []
+    for e in error.errors():
+        text = e["msg"].removeprefix("Value error, ")
+        if e["type"] != "value_error" and e["loc"]:
+            text = f"{CHECK_FLAGS.flag(str(e['loc'][0]))}: {text}"
+        found.append(text)
+    return render_settings("; ".join(found), CHECK_FLAGS)
 
 
 def _run_interruptible(coro: Coroutine[Any, Any, None]) -> bool:

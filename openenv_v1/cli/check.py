@@ -1,65 +1,16 @@
 """`openenv-v1 check`: meet an env the way a rollout does, and say what it found.
 
-The check plays the rollout's own episode: `open_episode` launches or connects (on an
-`AsyncExitStack`) and reads the action contract, and `EnvEpisode` resets and steps by
-its own rules, so a check that passes means a rollout gets as far; a failure carries
-the same cause a rollout's trace would (for a UV launch, the server's own output as
-soon as it dies), plus a hint for the fix. What the check adds is its own: the reads
-of what the server serves, the findings about the env folder, the fresh sessions, the
-report.
-
-Stages, in order; the first failure ends the check:
-
-    manifest           the env folder's openenv.yaml, if it has one (what it declares)
-    launch | connect   open_episode (UV, Docker, or base_url); once its session is
-                       open, and before it reads the contract, the next three
-    health, metadata   GET /health (must be OK), GET /metadata (optional)
-    tasks              OpenEnv's Task API: splits and their counts, and which tasks a
-                       taskset without `resets` would run
-    schema             the action schema the episode read; for an MCP env, its tools
-                       (and whether its calls go as steps or, on openenv-core 0.2.2,
-                       as JSON-RPC)
-    reset              the episode's reset(**reset): the first observation, and the
-                       turn the model gets (text length, images, cuts); a reset that
-                       leaves no episode to play fails the check, as it fails the
-                       episode
-    step               one --action, parsed like a model reply, applied by the
-                       episode (and its turn); an action the episode does not step,
-                       or a reply that says it failed, fails the check
-    seed check         the same reset (and action) on a fresh session: same results?
-                       Without a seed in the reset: does the env honour seeds (seed 1
-                       twice, then seed 2)?
-    sessions           how many concurrent sessions the server accepts
-
-Session capacity is not published by OpenEnv servers (no endpoint reports
-`max_concurrent_envs`), but a refused session's error names it ("N/M sessions
-active"). So sessions are opened one by one, up to `probe_sessions`, until one is
-refused; a server that accepts all of them has "at least" that many. Each probe
-session is reset with the check's reset kwargs, as a rollout's is (an env can take a
-second session and fail its reset), and creates an env instance on the server, hence
-the small bound.
-
-The task must reach the model: a reset observation that shows nothing (the task was in
-`metadata`, which openenv-core 0.2.3 and 0.3.0 servers strip from `/ws` replies) is
-shown from the session's state by the episode (`reset.opening_task`), with a
-warning; with nothing there either, the warning says the task never reaches the
-model. An MCP env's tools are listed again after the reset (by the episode); none
-then is a failure.
-
-An env that cannot play is never OK: a reset whose reply ends the episode (`done`)
-or says it failed (`view.reset_refusal`, the rollout's own rule: such an episode
-fails), or a step whose reply says it failed (`view.said_failure`: a `status` of
-"error") or names a variable the env reads that the check does not pass, fails the
-check. Its failure names what the env's own files say it reads and the launch does
-not pass, with `--forward-env` (`env_project.explain_lacking`); when the reset
-plays, credentials among them are still named, as a warning.
+The check plays the rollout's own episode (`open_episode` launches or connects and
+reads the action contract, `EnvEpisode` resets and steps by its own rules), so a
+check that passes means a rollout gets as far, and a failure carries the cause a
+rollout's trace would (for a UV launch, the server's own output), plus a hint for
+the fix. What it adds is its own: the reads of what the server serves (`SERVED`,
+from within the launch), the findings about the env folder, the fresh sessions (the
+seed check, the session probe) and the report; an env that cannot play (a reset or
+step the episode refuses) is never OK. docs/check.md says what each stage reports.
 
 The stages are data: `STAGES` names each, its function and the report field its
-typed summary fills, and one loop runs them (`SERVED`, the reads of what the server
-serves, from within the launch). They live beside this file: `check_report.py` (what
-was asked and found), `check_stages.py` (the rollout's episode: what the server
-serves, reset, step), `check_sessions.py` (fresh sessions).
-
+typed summary fills, and one loop runs them; the first failure ends the check.
 Nothing here imports verifiers.
 """
 
@@ -89,7 +40,6 @@ from openenv_v1.cli.check_stages import (
     steps,
 )
 from openenv_v1.core.episode.env_episode import open_episode
-from openenv_v1.core.episode.report import EpisodeLimits
 from openenv_v1.core.errors import EnvFailure, describe
 from openenv_v1.core.launch.plan import launcher_label
 from openenv_v1.core.launch.target import EnvTarget
@@ -148,18 +98,6 @@ async def _read_manifest(run: CheckRun) -> Manifest | None:
         raise StageFailed(str(e)) from e
 
 
-def episode_limits(options: CheckOptions) -> EpisodeLimits:
-    """The check's episode's bounds: `timeout_s` per reset, step and capacity wait;
-    a lost session ends it (a check resumes nothing)."""
-    timeout = options.timeout_s
-    return EpisodeLimits(
-        reset_timeout_s=timeout,
-        step_timeout_s=timeout,
-        capacity_wait_s=timeout,
-        resume=False,
-    )
-
-
 async def _open(run: CheckRun) -> str:
     """The rollout's episode, launched or connected by `open_episode`; the server's
     URL. Once its session is open, and before the episode reads the contract, the
@@ -177,15 +115,14 @@ async def _open(run: CheckRun) -> str:
         await _run(run, SERVED)
         run.report.stage = "schema"  # the contract read that follows
 
-    # The client's own per-message limit must not cut a call `--timeout` allows.
-    target = options.target
-    message_timeout_s = max(target.message_timeout_s, options.timeout_s)
+    episode = options.episode
     run.episode = await open_episode(
-        dataclasses.replace(target, message_timeout_s=message_timeout_s),
-        episode_limits(options),
+        options.target,
+        dataclasses.replace(episode.limits(), resume=False),  # a check resumes nothing
         run.stack,
-        observation_images=options.observation_images,
-        max_observation_chars=options.max_observation_chars,
+        observation_format=episode.observation_format,
+        observation_images=episode.observation_images,
+        max_observation_chars=episode.max_observation_chars,
         on_launch=run.report.record_launch,
         on_connect=served,
     )
@@ -247,11 +184,12 @@ async def _check(run: CheckRun) -> None:
 def _launch_line(target: EnvTarget) -> str:
     if target.base_url:
         return f"connecting to {target.base_url} ..."
-    if target.launcher != "uv":
-        how = launcher_label(target.launcher)
-        return f"launching {target.env} with {how} (up to {target.launch_timeout_s:.0f}s) ..."
-    where = target.provider_kwargs.get("project_path") or "its Space repo (git clone)"
+    how = launcher_label(target.launcher)
+    if target.launcher == "uv":
+        where = (
+            target.provider_kwargs.get("project_path") or "its Space repo (git clone)"
+        )
+        how = f"UV from {where}"
     return (
-        f"launching {target.env} with UV from {where} "
-        f"(up to {target.launch_timeout_s:.0f}s) ..."
+        f"launching {target.env} with {how} (up to {target.launch_timeout_s:.0f}s) ..."
     )

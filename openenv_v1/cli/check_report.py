@@ -1,16 +1,8 @@
-"""What `openenv-v1 check` was asked to do and what it found: `CheckOptions`, each
-stage's typed summary (frozen values, one class per finding), `CheckReport` holding
-them, and its JSON form (images shown by their size).
-
-A finding the core has a type for is reported in that type: the manifest
-(`core.manifest.Manifest`), the Task API's splits (`core.tasks.Split`), a UV launch's
-app (`env_project.AppChoice`), the action contract (`schema.ActionSpec`) and an MCP
-env's tools (`schema.Tool`), the frames the episode saw (`frames.Frame`) and the
-turns it made of them (`turns.Turn`). Their JSON form is written here (`_json`).
-
-A summary field marked `_SPARSE` is left out of the JSON while it is None: it belongs
-to some outcomes of its stage only (a seed check's `error`, a refusal's
-`max_sessions`).
+"""What `openenv-v1 check` was asked (`CheckOptions`) and what it found: each stage's
+typed summary (frozen values; a finding the core has a type for, such as `Manifest`,
+`ActionSpec`, `Tool`, `Frame` or `Turn`, in that type), `CheckReport` holding them,
+and its JSON form (images shown by their size; a `_SPARSE` field left out while it
+is None: it belongs to some outcomes of its stage only).
 """
 
 from __future__ import annotations
@@ -31,6 +23,7 @@ from openenv_v1.core.launch.target import EnvTarget
 from openenv_v1.core.manifest import Manifest
 from openenv_v1.core.setting_names import render_settings
 from openenv_v1.core.tasks import Split
+from openenv_v1.settings import EpisodeSettings
 
 __all__ = ["CheckOptions", "CheckReport", "describe_target"]
 
@@ -43,19 +36,22 @@ def _sparse() -> Any:
 
 @dataclass(frozen=True)
 class CheckOptions:
+    """What `check` was asked: the rollout's `target` and `episode` settings (as
+    the flags give them), and what the check does on its own."""
+
     target: EnvTarget
+    episode: EpisodeSettings = field(default_factory=EpisodeSettings)
     reset: dict[str, Any] = field(default_factory=dict)
     action: str | None = None
     """A reply as a model would write it: a JSON action, or bare text for an action
     with one required string field."""
     probe_sessions: int = 4
     """Concurrent sessions to try at most; 0 skips the probe."""
-    timeout_s: float = 60.0
-    """Per reset / step / HTTP call."""
-    observation_images: bool = True
-    """As the `observation_images` setting: send image fields as images."""
-    max_observation_chars: int = 8_000
-    """As the `max_observation_chars` setting: the bound on a turn's text."""
+
+    @property
+    def timeout_s(self) -> float:
+        """Per reset, step and HTTP call (`--timeout`)."""
+        return self.episode.reset_timeout_s
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,12 @@
 """Settings named in the core's messages, by their own names; each surface spells them.
 
-The core never writes how a surface sets a setting. A message names the setting by
-its own name through `setting(name)`, which writes it in backticks
-(`` `launch_timeout_s` ``): a token that reads well as it is, and that the surface
-showing the message turns into its own syntax with `render_settings(text, surface)`.
-A `Surface` is its binding's: how verifiers 0.2's `eval` sets a setting
-(`openenv_v1.vf02.flags`), how verifiers 0.4's `vf-eval` does (`openenv_v1.vf04.flags`),
-how `openenv-v1 check` does (`openenv_v1.cli.flags`). The core knows none of them.
-
-The token is in the text itself, so a failure names its settings wherever its text
-travels: a shared server's failure, formed in the eval process, reaches a 0.2 user
-simulator over the pool's endpoint as text, and a launched server's own output
-quotes the stand-in gradio's message. A token may carry the value to set
-(`setting("provider_kwargs.egress", True)`: `` `provider_kwargs.egress = true` ``),
-rendered as the surface's flag given that value (`Surface.flag_given`).
+A message names a setting through `setting(name)`, a token in backticks
+(`` `launch_timeout_s` ``) that reads well as it is and that the surface showing the
+message turns into its own syntax with `render_settings(text, surface)`. A `Surface`
+is its binding's (`vf02/flags.py`, `vf04/flags.py`, `cli/flags.py`); the core knows
+none. The token travels in the text itself (a shared server's failure sent to a 0.2
+user simulator, a launched server's own output), and may carry the value to set
+(`setting("provider_kwargs.egress", True)`), rendered as the surface's flag given it.
 
     raise EnvFailure(f"... raise {setting('launch_timeout_s')} if it is just slow")
     render_settings(str(failure), CHECK_FLAGS)  # "... raise `--launch-timeout` if ..."

@@ -1,15 +1,10 @@
-"""Configuration of an OpenEnv taskset: which env, how it is reached, which resets.
+"""verifiers 0.2's taskset config: the shared settings (`openenv_v1.settings`: the
+taskset's `EnvSettings` and `TaskSettings`, the user simulator's `EpisodeSettings`),
+and this line's own: where the user simulator runs and how it starts.
 
     eval openenv-v1 --taskset.env openenv/echo-env
     eval openenv-v1 --taskset.base-url http://127.0.0.1:8000
     class MyEnvConfig(OpenEnvConfig): env: str | None = "org/my-env"
-
-The settings both lines share are declared once in `openenv_v1.settings` (the
-taskset's `EnvSettings` and `TaskSettings`, the user simulator's `EpisodeSettings`);
-what is here is verifiers 0.2's own: where the user simulator runs and how it starts.
-`env` or `base_url` is required, but only once the config is final: verifiers' CLI
-builds `OpenEnvConfig(id=...)` before it reads any flag, so the requirement is checked
-by `require_target()`, when the taskset is built.
 """
 
 from __future__ import annotations
@@ -92,16 +87,21 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
             self._require_local_user()
         return self
 
-    def _require_docker_on_host(self) -> None:
+    def _user_here(self) -> bool:
+        """Whether the user simulator runs on this host: not colocated, in a local
+        runtime."""
         from verifiers.v1.runtimes import runtime_is_local
 
         user = self.task.user
+        return not user.colocated and runtime_is_local(user.runtime)
+
+    def _require_docker_on_host(self) -> None:
         if not self.use_docker:
             raise ValueError(
                 "docker_on_host places Docker launches, but use_docker is off: add "
                 "--taskset.use-docker true, or drop --taskset.docker-on-host"
             )
-        if user.colocated or not runtime_is_local(user.runtime):
+        if not self._user_here():
             raise ValueError(
                 "docker_on_host runs the user simulator on this host beside its Docker "
                 "engine, but task.user places it elsewhere (colocated, or a "
@@ -110,11 +110,8 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
             )
 
     def _require_local_user(self) -> None:
-        from verifiers.v1.runtimes import runtime_is_local
-
-        user = self.task.user
         on_vm = self.use_docker and not self.docker_on_host
-        if on_vm or user.colocated or not runtime_is_local(user.runtime):
+        if on_vm or not self._user_here():
             where = "on a Prime VM (use_docker)" if on_vm else "off this host"
             raise ValueError(
                 "tool_calls native needs the user simulator on this host: it keeps the "
@@ -127,14 +124,10 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
         """Whether rollouts lease shared servers launched by the taskset: UV launches,
         or Docker ones on this host (`docker_on_host`), whose user simulator runs on
         this host (so it reaches 127.0.0.1)."""
-        from verifiers.v1.runtimes import runtime_is_local
-
-        user = self.task.user
         return bool(
             super().shares_servers()
             and (not self.use_docker or self.docker_on_host)
-            and not user.colocated
-            and runtime_is_local(user.runtime)
+            and self._user_here()
         )
 
     def leases_servers(self) -> bool:
@@ -142,11 +135,7 @@ class OpenEnvConfig(TasksetSettings, vf.TasksetConfig):
         its endpoint: the shared servers (`shares_servers`), or a `base_url` list's
         servers when the user simulator runs on this host (one elsewhere leases
         them from a desk of its own)."""
-        from verifiers.v1.runtimes import runtime_is_local
-
-        user = self.task.user
-        here = not user.colocated and runtime_is_local(user.runtime)
-        return self.shares_servers() or bool(self.base_urls() and here)
+        return self.shares_servers() or bool(self.base_urls() and self._user_here())
 
     def gates_simulators(self) -> bool:
         """Whether the user simulators run on this host, where they share its memory

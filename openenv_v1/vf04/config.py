@@ -1,16 +1,9 @@
-"""Configuration of an OpenEnv taskset on verifiers 0.4: which env, how it is
-reached, which resets, and the limits of an episode, all under `--env.taskset.*`.
+"""verifiers 0.4's taskset config: every setting is a shared one
+(`openenv_v1.settings`), all the taskset's own under `--env.taskset.*`, with its
+verifiers 0.2 name (the env runs in the eval process: no user simulator).
 
     vf-eval openenv-v1 --env.taskset.env openenv/echo-env
-    vf-eval openenv-v1 --env.taskset.base-url http://127.0.0.1:8000
     class MyEnvConfig(OpenEnvConfig): env: str | None = "org/my-env"
-
-Every setting is declared once, in `openenv_v1.settings`, for both lines, and keeps
-its verifiers 0.2 name; there the per-rollout ones (`EpisodeSettings`) sit under
-`--taskset.task.user.*`, here the env runs in the eval process, so they are the
-taskset's own. `env` or `base_url` is required, but only once the config is final:
-`vf-eval` builds `OpenEnvConfig(id=...)` before it reads any flag, so the requirement
-is checked by `require_target()`, when the taskset is built.
 """
 
 from __future__ import annotations

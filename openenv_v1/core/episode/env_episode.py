@@ -56,7 +56,12 @@ from openenv_v1.core.episode.frames import Frame, guard_frames, read_frame
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
 from openenv_v1.core.episode.render import ObservationFormat
 from openenv_v1.core.episode.replay import ReplayLog
-from openenv_v1.core.episode.report import EpisodeLimits, EpisodeReport, ToolCalls
+from openenv_v1.core.episode.report import (
+    MAX_OBSERVATION_CHARS,
+    EpisodeLimits,
+    EpisodeReport,
+    ToolCalls,
+)
 from openenv_v1.core.episode.reset import OpeningTask, opening_task, reset_frame
 from openenv_v1.core.episode.resume import Resumer
 from openenv_v1.core.episode.schema import (
@@ -383,7 +388,7 @@ async def open_episode(
     *,
     observation_format: ObservationFormat = "text",
     observation_images: bool = True,
-    max_observation_chars: int = 8_000,
+    max_observation_chars: int = MAX_OBSERVATION_CHARS,
     tool_calls: ToolCalls = "text",
     on_launch: Callable[[Any], None] | None = None,
     on_connect: Callable[[str], Awaitable[None]] | None = None,

@@ -1,9 +1,5 @@
-"""An episode's bounds and its running account, as the bindings read and show them.
-
-`EpisodeLimits` holds what bounds one episode (timeouts, invalid actions in a row,
-the episode's wall budget, how the reward is formed); `EpisodeReport` is what the
-episode has earned and done so far, kept whatever happens next, and how the trace
-shows it (`info`, `timing`).
+"""An episode's bounds (`EpisodeLimits`) and its running account (`EpisodeReport`),
+kept whatever happens next, and how the trace shows it (`info`, `timing`).
 """
 
 from __future__ import annotations
@@ -24,14 +20,24 @@ the env gave (OpenEnv's harness's contract)."""
 ToolCalls = Literal["text", "native"]
 """How the model acts: a reply written as text, or native tool calls."""
 
+# The defaults of the episode settings (`openenv_v1.settings.EpisodeSettings`), which
+# the core's own types take too: each is written here only.
+RESET_TIMEOUT_S = 60.0
+STEP_TIMEOUT_S = 60.0
+MAX_INVALID_ACTIONS = 3
+CAPACITY_WAIT_S = 30.0
+MAX_OBSERVATION_CHARS = 8_000
+
 
 @dataclass(frozen=True)
 class EpisodeLimits:
-    reset_timeout_s: float = 60.0
-    step_timeout_s: float = 60.0
-    max_invalid_actions: int = 3
+    """What bounds one episode, as `EpisodeSettings.limits` gives it."""
+
+    reset_timeout_s: float = RESET_TIMEOUT_S
+    step_timeout_s: float = STEP_TIMEOUT_S
+    max_invalid_actions: int = MAX_INVALID_ACTIONS
     """Consecutive invalid actions that end the episode."""
-    capacity_wait_s: float = 30.0
+    capacity_wait_s: float = CAPACITY_WAIT_S
     """How long reset retries (with backoff) a server at capacity."""
     episode_timeout_s: float | None = None
     """Wall seconds from the reset on after which no more steps are taken (the
@@ -146,15 +152,13 @@ class EpisodeReport:
         self.done, self.stop_reason, self.error = True, "error", message
 
     def end_at_reset(self, message: str) -> None:
-        """The reset left no episode to play (`ended_at_reset`): it fails with
-        `message`."""
+        """The reset left no episode to play: it fails with `message`."""
         self.ended_at_reset = True
         self.fail(message)
 
     def info(self) -> dict[str, Any]:
-        """The account as the trace's `info["openenv"]` shows it: reward, steps,
-        invalid actions, stop reason, and the named signals, the rewards outside the
-        declared range and `ended_at_reset` when there are any."""
+        """The account as the trace's `info["openenv"]` shows it (optional keys only
+        when there are any)."""
         info: dict[str, Any] = {
             "reward": self.final_reward(),
             "reward_mode": self.reward_mode,
@@ -174,9 +178,8 @@ class EpisodeReport:
         return info
 
     def timing(self) -> dict[str, Any]:
-        """How long the env took, as the trace's `info["openenv_timing"]` shows it:
-        `reset_s` and each step's `step_s`, in milliseconds' precision, and when each
-        step's answer arrived (`step_end`, Unix time)."""
+        """How long the env took, as the trace's `info["openenv_timing"]` shows it
+        (seconds to 0.1 ms; `step_end` in Unix time)."""
         return {
             "reset_s": None if self.reset_s is None else round(self.reset_s, 4),
             "step_s": [round(t, 4) for t in self.step_s],

@@ -37,6 +37,7 @@ from openenv_v1.core.episode.render import (
     ObservationRenderer,
     same_texts,
 )
+from openenv_v1.core.episode.report import MAX_OBSERVATION_CHARS
 from openenv_v1.core.episode.schema import ActionSpec
 from openenv_v1.core.episode.view import compact, visible
 
@@ -150,7 +151,7 @@ class TurnRenderer:
         self,
         format: ObservationFormat = "text",
         images: bool = True,
-        max_chars: int = 8_000,
+        max_chars: int = MAX_OBSERVATION_CHARS,
     ) -> None:
         self.text = ObservationRenderer(format)
         self.images = images

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, create_model
 
 from openenv_v1.core.errors import EnvFailure, describe, redact
+from openenv_v1.core.launch.env_target import LAUNCH_TIMEOUT_S
 from openenv_v1.core.launch.options import read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.light_import import without_gradio
@@ -256,7 +257,7 @@ class CloudLaunch:
         options: Mapping[str, Any],
         start_args: Mapping[str, Any],
         secret_env: Mapping[str, str] | None = None,
-        launch_timeout_s: float = 120.0,
+        launch_timeout_s: float = LAUNCH_TIMEOUT_S,
     ) -> None:
         self.spec = spec
         self.env = env

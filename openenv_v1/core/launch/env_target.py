@@ -1,12 +1,7 @@
 """`EnvTarget`: where an episode's environment comes from, as every launcher reads it.
 
-The value `target.open_env` opens, `plan.launch_plan` picks a launcher for, and each
-place's `*_launch_plan` (UV, Docker, Swarm, cloud) and `ServerPool` read their options
-from. It sits at the bottom of `launch/`, so all of them can name it without
-importing what opens it; `openenv_v1.core.launch.target` imports it too (the
-usual import for callers).
-
-Imports only `leases` (the type of `pool`).
+It sits at the bottom of `launch/` (it imports only `leases`), so every launcher can
+name it without importing what opens it (`openenv_v1.core.launch.target`).
 """
 
 from __future__ import annotations
@@ -17,22 +12,21 @@ from typing import Any
 
 from openenv_v1.core.launch.leases import PoolLeases
 
+# The defaults of the settings of the same name (`openenv_v1.settings.EpisodeSettings`),
+# which `EnvTarget` takes too: each is written here only.
+LAUNCH_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 10.0
+
 
 @dataclass(frozen=True)
 class EnvTarget:
-    """Where an episode's environment comes from.
-
-    `base_url` connects to a running server and ignores everything else;
-    `base_urls` are running servers too, leased like shared ones (from `pool` or
-    `pool_url`: a `url_pool.UrlPool`'s, else this process's `url_pool.own_desk`),
-    and nothing is launched for them either. `pool`
-    (a `ServerPool`'s leases in this process) or `pool_url` (its HTTP endpoint, from
-    another process) leases one of the shared servers launched for `env`. Otherwise `env` (an OpenEnv /
-    Hugging Face Space id) is launched for this episode by the launcher `launcher`
-    names: OpenEnv's UV provider by default, Docker with `use_docker`, or the
-    `provider` set (see `plan.PLACES`). `provider_kwargs` are that launcher's
-    options (`app`, `project_path`, `env_vars`, `port`, `tag`, ...). `secret_env` is
-    added to the launched server's environment and never shown.
+    """Where an episode's environment comes from: `base_url`, a running server
+    (nothing else applies); `base_urls`, running servers leased like shared ones
+    (from `pool`, `pool_url`, else this process's `url_pool.own_desk`); a lease from
+    the shared servers launched for `env` (`pool` in this process, `pool_url` from
+    another); else `env` (an OpenEnv / Hugging Face Space id) launched for this
+    episode by the launcher `launcher` names, with `provider_kwargs` as its options
+    and `secret_env` added to the server's environment (never shown).
     """
 
     env: str | None = None
@@ -47,8 +41,8 @@ class EnvTarget:
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
     pool_url: str | None = field(default=None, repr=False)
     pool: PoolLeases | None = field(default=None, repr=False, compare=False)
-    launch_timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0
+    launch_timeout_s: float = LAUNCH_TIMEOUT_S
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
     message_timeout_s: float = 60.0
     """OpenEnv client's own per-message limit (it raises `TimeoutError`); at least the
     episode's reset and step timeouts."""

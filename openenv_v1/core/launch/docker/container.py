@@ -63,6 +63,7 @@ from openenv_v1.core.launch.docker.options import (
 )
 from openenv_v1.core.launch.docker.prune import prune_env_images
 from openenv_v1.core.launch.docker.run_args import ContainerRun, container_run
+from openenv_v1.core.launch.env_target import LAUNCH_TIMEOUT_S
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.readiness import client_host, wait_ready
 from openenv_v1.core.setting_names import setting
@@ -87,7 +88,7 @@ class DockerLaunch:
         *,
         env: str,
         options: DockerOptions,
-        launch_timeout_s: float = 120.0,
+        launch_timeout_s: float = LAUNCH_TIMEOUT_S,
         secret_env: Mapping[str, str] | None = None,
     ) -> None:
         self._container_id: str | None = None
