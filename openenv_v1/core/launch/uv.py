@@ -57,12 +57,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.cache import prune_at_launch
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject
-from openenv_v1.core.launch.options import read_options
+from openenv_v1.core.launch.options import UVOptions, read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.process_group import start_group, stop_group
 from openenv_v1.core.launch.readiness import ServerGone, client_host, wait_ready
@@ -98,7 +96,6 @@ __all__ = [
     "NOT_READY",
     "NO_GRADIO_DIR",
     "SupervisedUVProvider",
-    "UVOptions",
     "ensure_uv_on_path",
     "uv_bin_dir",
     "uv_launch_plan",
@@ -371,34 +368,6 @@ class SupervisedUVProvider(RuntimeProvider):
         if self._output is not None:
             self._output.close()
             self._output = None
-
-
-class UVOptions(BaseModel):
-    """The UV keys of `provider_kwargs`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    project_path: str | None = None
-    """The env's source checkout (a uv project), or a `git+` URL; unset, the
-    Space's repository (`git+https://huggingface.co/spaces/<env>`)."""
-    app: str | None = None
-    """The ASGI app uvicorn serves (`<pkg>.server.app:app`); unset, the candidates
-    the project's own files name are tried in turn."""
-    host: str = "127.0.0.1"
-    """Address uvicorn binds (a wildcard one is reached at 127.0.0.1)."""
-    port: int | None = None
-    """Port uvicorn binds; unset, a free one (another if it is taken first)."""
-    workers: int = Field(1, ge=1)
-    """uvicorn's worker processes."""
-    env_vars: dict[str, str] = Field(default_factory=dict)
-    """Environment variables of the server, beside its allow-list (`server_env`)."""
-    reload: bool = False
-    """uvicorn's `--reload`."""
-    context_timeout_s: float
-    """Seconds the server may take to answer `/health` (the target's
-    `launch_timeout_s` unless set)."""
-    web_ui: bool
-    """Let the server import gradio (the target's `web_ui` unless set)."""
 
 
 def uv_launch_plan(target: EnvTarget) -> LaunchPlan:

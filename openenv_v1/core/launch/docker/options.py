@@ -31,8 +31,6 @@ from openenv_v1.core.setting_names import setting
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
 
-UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
-"""Options of a UV launch that mean nothing to an image with its own command."""
 NOBODY = "65534:65534"
 """The user an image whose own user is root runs as (`user` "auto")."""
 _ROOT_USERS = {"", "root", "0"}
@@ -132,7 +130,6 @@ def read_image_options(
         target.provider_kwargs,
         launcher,
         where,
-        ignore=UV_ONLY_OPTIONS,
         because="the image runs its own command",
     )
 
