@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from openenv_v1.core.http_client import shared_tls
 from openenv_v1.core.launch.process_group import proc_stats
 
 if TYPE_CHECKING:
@@ -201,7 +202,9 @@ def group_rss(provider: Launcher) -> int:
 def answers_health(url: str, timeout_s: float = 2.0) -> bool:
     """Whether the server at `url` answers `/health` with 200 within `timeout_s`."""
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
+        with httpx.Client(
+            timeout=timeout_s, trust_env=False, verify=shared_tls()
+        ) as http:
             return http.get(f"{url}/health").status_code == 200
     except httpx.HTTPError:
         return False

@@ -13,7 +13,7 @@ in its own words, so the failure names its cause and the setting to raise:
 `client_host` maps a server's bind address to one a client on this host can
 connect to (`0.0.0.0` and `::` listen everywhere, loopback included).
 
-Imports nothing of the package.
+Imports only `openenv_v1.core.http_client` (its shared TLS context).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import httpx
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from openenv_v1.core.http_client import shared_tls
 
 __all__ = ["ServerGone", "client_host", "wait_ready"]
 
@@ -52,7 +54,7 @@ def wait_ready(
     `running()` is asked: False raises `ServerGone`, and an exception of its own
     (naming how the server ended) passes through as it is."""
     next_check = time.monotonic() + check_every_s
-    with httpx.Client(timeout=2.0, trust_env=False) as http:
+    with httpx.Client(timeout=2.0, trust_env=False, verify=shared_tls()) as http:
 
         def answered() -> bool:
             nonlocal next_check

@@ -37,8 +37,16 @@ import functools
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Sequence
+
+from tenacity import (
+    Retrying,
+    retry_if_result,
+    stop_before_delay,
+    stop_when_event_set,
+    wait_chain,
+    wait_fixed,
+)
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.lease_book import LeaseDeskBase, LeaseWait
@@ -180,19 +188,20 @@ class UrlPool(LeaseDeskBase):
         """Probe `server`'s `/health` until it answers (it takes leases again), the
         desk closes, or `return_wait_s` pass (it is given up on)."""
         assert server.url is not None
-        deadline = time.monotonic() + self._return_wait_s
-        for attempt in itertools.count():
-            if answers_health(server.url):
-                with self._cond:
-                    server.suspect = False
-                    self._waiters.progress_locked()
-                logger.info(
-                    "env server %s answers again; it takes sessions", server.url
-                )
-                return
-            pause = _POLL_S[min(attempt, len(_POLL_S) - 1)]
-            if time.monotonic() + pause > deadline or self._closed.wait(pause):
-                break
+        probes = Retrying(
+            stop=stop_before_delay(self._return_wait_s)
+            | stop_when_event_set(self._closed),
+            wait=wait_chain(*map(wait_fixed, _POLL_S)),
+            retry=retry_if_result(lambda answered: not answered),
+            sleep=self._closed.wait,
+            retry_error_callback=lambda _: False,
+        )
+        if probes(answers_health, server.url):
+            with self._cond:
+                server.suspect = False
+                self._waiters.progress_locked()
+            logger.info("env server %s answers again; it takes sessions", server.url)
+            return
         if not self._closed.is_set():
             with self._cond:
                 server.ready = False

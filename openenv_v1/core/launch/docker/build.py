@@ -27,20 +27,21 @@ import hashlib
 import os
 import re
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import DOCKER_VAR, call_docker, docker_cli
+from openenv_v1.core.launch.uv_prepared import cache_root
 from openenv_v1.core.setting_names import setting
 
 BUILD_NETWORK_VAR = "OPENENV_V1_BUILD_NETWORK"
 """Environment variable setting the build network (`default` or `host`) where
 `provider_kwargs.build_network` does not."""
 BuildNetwork = Literal["default", "host"]
-CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
 # What a `RUN` step that could not reach the network prints (pip, uv, apt, curl, git).
 _NETWORK_FAILURES = re.compile(
     r"Temporary failure in name resolution|Temporary failure resolving|"
@@ -144,14 +145,9 @@ def _text(data: bytes | str | None) -> str:
 
 
 def build_lock_dir() -> Path:
-    """Where build locks live: `build-locks` under `$OPENENV_V1_CACHE_DIR`, else
-    `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`): the user's own, never a
-    shared `/tmp`."""
-    root = os.environ.get(CACHE_DIR_VAR) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-        "openenv-v1",
-    )
-    return Path(root) / "build-locks"
+    """Where build locks live: the user's own cache (`uv_prepared.cache_root`), never
+    a shared `/tmp`."""
+    return cache_root() / "build-locks"
 
 
 @contextlib.contextmanager
@@ -170,19 +166,19 @@ def build_lock(tag: str, timeout_s: float):
             f"cannot open the build lock {path} of {tag}: {e} (a symlink there is "
             "refused; remove it)"
         ) from None
-    deadline = time.monotonic() + timeout_s
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise EnvFailure(
-                        f"another build of {tag} on this host held its lock ({path}) "
-                        f"for over {timeout_s:.0f}s; let it finish, or end it"
-                    ) from None
-                time.sleep(0.2)
+        try:
+            Retrying(
+                stop=stop_after_delay(timeout_s),
+                wait=wait_fixed(0.2),
+                retry=retry_if_exception_type(BlockingIOError),
+                reraise=True,
+            )(fcntl.flock, fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EnvFailure(
+                f"another build of {tag} on this host held its lock ({path}) "
+                f"for over {timeout_s:.0f}s; let it finish, or end it"
+            ) from None
         try:
             yield
         finally:

@@ -182,11 +182,6 @@ def labelled(docker: str, kind: str, *filters: str) -> list[str]:
     return result.stdout.split() if result.returncode == 0 else []
 
 
-def containers(docker: str, *filters: str) -> list[str]:
-    """Ids of containers (running or not) matching every `label=` filter."""
-    return labelled(docker, "container", *filters)
-
-
 def remove(docker: str, ids: list[str], kind: str = "container") -> None:
     if ids:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
