@@ -45,6 +45,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.setting_names import setting
 
 DEFAULT_APP = "server.app:app"
@@ -192,6 +193,19 @@ _CREDENTIAL_PARTS = frozenset(
     {"KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD"}
     | {"PASSWD", "CREDENTIAL", "CREDENTIALS"}
 )
+
+
+def local_folder(project_path: str | None, fix: str) -> str | None:
+    """The local env folder `project_path` names; None when unset or a `git+` URL.
+    Raises `EnvFailure` for a path that is no folder, saying to set it to `fix`."""
+    if not project_path or project_path.startswith("git+"):
+        return None
+    if not os.path.isdir(project_path):
+        raise EnvFailure(
+            f"project_path {project_path!r} is not a directory; set "
+            f"{setting('provider_kwargs.project_path')} to {fix}"
+        )
+    return project_path
 
 
 def credential_name(name: str) -> bool:

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.cache import prune_at_launch
-from openenv_v1.core.launch.env_project import AppChoice, EnvProject
+from openenv_v1.core.launch.env_project import AppChoice, EnvProject, local_folder
 from openenv_v1.core.launch.options import UVOptions, read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.process_group import start_group, stop_group
@@ -384,11 +384,7 @@ def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
     project_path = options.project_path or (
         f"git+https://huggingface.co/spaces/{target.env}"
     )
-    if not project_path.startswith("git+") and not os.path.isdir(project_path):
-        raise EnvFailure(
-            f"project_path {project_path!r} is not a directory; set "
-            f"{setting('provider_kwargs.project_path')} to the env's source checkout"
-        )
+    local_folder(project_path, "the env's source checkout")
     provider = SupervisedUVProvider(
         project_path=project_path,
         **options.model_dump(include={"app", "host", "reload", "web_ui"}),

@@ -44,6 +44,7 @@ from openenv_v1.core.launch.docker.build import (
 )
 from openenv_v1.core.launch.docker.cli import call_docker, run_docker
 from openenv_v1.core.launch.docker.context import arg_default, build_context
+from openenv_v1.core.launch.env_project import local_folder
 from openenv_v1.core.setting_names import setting
 
 BUILD_TIMEOUT_S = 1800.0
@@ -212,15 +213,12 @@ def image_for(
     `project_path` that is not a folder."""
     if image:
         return EnvImage(image, "image setting")
-    if project_path and not project_path.startswith("git+"):
-        if not os.path.isdir(project_path):
-            raise EnvFailure(
-                f"project_path {project_path!r} is not a directory; set "
-                f"{setting('provider_kwargs.project_path')} to the env's folder (its "
-                f"Dockerfile is built), or {setting('provider_kwargs.image')} to an "
-                "image"
-            )
-        return ensure_env_image(project_path, network=build_network)
+    fix = (
+        "the env's folder (its Dockerfile is built), or "
+        f"{setting('provider_kwargs.image')} to an image"
+    )
+    if folder := local_folder(project_path, fix):
+        return ensure_env_image(folder, network=build_network)
     from openenv_v1.core.openenv_lines import hf_space_subdomain
 
     return EnvImage(f"registry.hf.space/{hf_space_subdomain(env)}:{tag}", "Space image")
