@@ -1,44 +1,21 @@
 """An env server launched with uv on this host, owned and fail-fast.
 
-OpenEnv's `UVProvider` starts `uv run --isolated --project P -- uvicorn APP` and polls
-`/health`. `SupervisedUVProvider` is a provider of the same interface (OpenEnv's
-`RuntimeProvider`: start, wait for ready, stop) that owns its process itself: it
-takes OpenEnv's uv check, free port and (`openenv_lines`) git clone, and none of
-`UVProvider`'s start, wait or stop, which it does otherwise to close the gaps that
-real OpenEnv env folders and rollouts run into:
+`SupervisedUVProvider` has OpenEnv's `RuntimeProvider` interface (start, wait for
+ready, stop) and takes OpenEnv's uv check, free port and git clone, but starts, waits
+and stops itself, to close the gaps real env folders and rollouts run into:
 
-- App and working directory. The server runs with the env's folder as its working
-  directory and on its import path, as OpenEnv's Dockerfiles run it, so both the
-  `server.app:app` and the `<pkg>.server.app:app` layouts import. Without an `app`
-  setting, the candidates the project's own files name (`EnvProject.app_candidates`)
-  are tried in turn while the previous one cannot be imported.
-- Reuse. Instead of a new isolated environment per launch, each project gets one
-  prepared environment of its own, outside the project (`prepared_env_dir`), that uv
-  keeps in sync with the project and its lock; a repeated launch skips the install.
-  The project is touched as a plain `uv run` touches it (uv may write its `uv.lock`).
-  The launch holds that environment until `stop()`, and prunes the cache (`cache`).
-- Environment. The server starts from an allow-list, not the launcher's
-  environment, with a HOME of its own per eval (`server_env`, which says exactly
-  what it sees).
-- Ownership. `uv` leads a process group of its own (stopping the group reaches
-  uvicorn and its workers) and receives SIGTERM when the thread that started it dies;
-  uv forwards that SIGTERM to uvicorn (`process_group.start_group`, `stop_group`).
-- Port. The launcher picks a free port, which is free again until uvicorn binds it;
-  when another process takes it in between, the server is relaunched on another
-  one, and `wait_for_ready()` returns the URL it finally serves at.
-- Diagnosis. A server that crashes on start (a wrong `app`, a missing dependency, a
-  Python uv cannot provide) is noticed at once, and the error carries the tail of its
-  output and, where the cause is known, what to change.
-- gradio is kept out of servers whose project does not declare it, unless asked
-  (`web_ui`): OpenEnv imports it only for its optional web interface, and that import
-  is about half of a server's start.
-
-`uv_launch_plan(target)` is the UV place's plan (`plan.PLACES`), its options
-`UVOptions` (read as every place reads its own, `launch.options.read_options`), its
-readiness wait `readiness.wait_ready`'s. Which app, port and gradio each start has, and
-what follows a server that exited before it was ready, is `uv_starts`'s; what a start
-runs (command, environment, output) `uv_server`'s; the prepared environment
-`uv_prepared`'s; the reading of a crashed server's output `uv_diagnosis`'s.
+- the server runs in the env's folder with it on its import path, as OpenEnv's
+  Dockerfiles run it; without `app`, the candidates the project names are tried in
+  turn (`uv_starts`);
+- each project runs from one prepared environment of its own, outside the project
+  (`uv_prepared`), which a repeated launch reuses; the cache is pruned (`cache`);
+- the server sees an allow-list of variables and a HOME of its own (`server_env`);
+- `uv` leads a process group that gets SIGTERM when the starting thread dies
+  (`process_group`);
+- a port taken between its pick and uvicorn's bind is replaced by a relaunch, and a
+  crash on start fails at once with its output's tail and cause (`uv_diagnosis`);
+- gradio is hidden from servers whose project does not declare it, unless `web_ui`:
+  its import is about half of a server's start.
 
     provider = uv_launch_plan(target).launcher
     provider.start(); url = provider.wait_for_ready(); ...; provider.stop()
@@ -104,8 +81,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 NOT_READY = "was not ready within"
-"""What a launch failure says when the server did not answer `/health` in time (and
-only then: a server that exited says how)."""
+"""What a launch failure says when the server did not answer `/health` in time."""
 
 
 def uv_bin_dir() -> str | None:
@@ -120,21 +96,16 @@ def uv_bin_dir() -> str | None:
 
 
 def ensure_uv_on_path() -> None:
-    """Put the packaged `uv` on PATH when none is there (e.g. `.venv/bin/eval` run
-    without activating the venv), since the launch runs `uv` from PATH."""
+    """Put the packaged `uv` on PATH when none is there (a venv not activated)."""
     if shutil.which("uv") is None and (bin_dir := uv_bin_dir()):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
 
 class SupervisedUVProvider(RuntimeProvider):
-    """An env server started with uv that finds the env's app, reuses its
-    environment, dies with its owner and reports why it failed.
-
-    Start it from the thread that lives as long as the server should (the parent-death
-    signal is tied to the starting thread); `run_on_owner` runs a callable on that
-    thread, for the relaunch of a next app candidate from `wait_for_ready`. `stop()`
-    ends the whole process group, and no launch follows it.
-    """
+    """An env server started with uv (the module docstring). Start it from the
+    thread that lives as long as the server should (the parent-death signal is tied
+    to it); `run_on_owner` runs a relaunch on that thread. `stop()` ends the process
+    group, and no launch follows it."""
 
     def __init__(
         self,
@@ -219,9 +190,8 @@ class SupervisedUVProvider(RuntimeProvider):
         workers: int = 1,
         **_: object,
     ) -> str:
-        """Fetch the project if it is a `git+` URL, choose the app, and start the
-        server with the first candidate; returns its base URL (`wait_for_ready()`
-        returns the final one)."""
+        """Fetch a `git+` project, choose the app, start the server; returns its base
+        URL (`wait_for_ready()` returns the final one)."""
         if self._process is not None and self._process.poll() is None:
             raise RuntimeError("UVProvider is already running")
         project = self.project = EnvProject.read(self._project_dir())
@@ -230,10 +200,8 @@ class SupervisedUVProvider(RuntimeProvider):
         starts = UVStarts.first(project, self._user_app, spec, port_picked=picked)
         source = self.project_path
         self._env_dir = prepared_env_dir(source, project.name)
-        # Held until stop(): see `cache` for what a prune at launch removes.
         self._env_held = hold_prepared_env(self._env_dir, source)
         prune_at_launch(self.cache_max_gb)
-        # Built from an allow-list, not inherited: see `server_env`.
         variables = {**(self.env_vars or {}), **(env_vars or {})}
         self._env = server_base_env(project, variables, self._env_dir)
         hide = hides_gradio(project, self.web_ui, self._env)
@@ -263,9 +231,8 @@ class SupervisedUVProvider(RuntimeProvider):
         return self._clone_dir
 
     def _spawn(self) -> None:
-        """Start the server the next start runs (`UVStarts.spec`: what it runs is
-        `uv_server`'s) in the env's folder, its output in a fresh file. Refused once
-        `stop()` has run."""
+        """Start `UVStarts.spec`'s server in the env's folder, its output in a fresh
+        file; refused once `stop()` has run."""
         assert self._starts is not None and self.project is not None
         spec, choice = self._starts.spec, self._starts.choice
         command, env, self.reused_env = server_command(
@@ -300,14 +267,10 @@ class SupervisedUVProvider(RuntimeProvider):
         self._base_url = f"http://{client_host(self.host)}:{spec.port}"
 
     def wait_for_ready(self, timeout_s: float | None = None) -> str:
-        """Poll `/health` until 200, and return the server's base URL. A server that
-        exits before it is ready is started again (on the owner thread) as
-        `UVStarts.next_start` says: on another port when the port picked for it was
-        taken first, with gradio when hiding it killed the server, or with the next
-        app candidate when its app cannot be imported; any other exit fails at
-        once, naming the cause. Each start gets `timeout_s` of its own: a relaunch
-        is the launcher's retry, not the server's slowness, and must not inherit a
-        spent deadline."""
+        """Poll `/health` until 200; returns the server's base URL. A server that
+        exits first is started again on the owner thread as `UVStarts.next_start`
+        says, or fails naming the cause. Each start gets `timeout_s` of its own (a
+        relaunch is the launcher's retry, not the server's slowness)."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
         while True:
             process, url = self._process, self._base_url
@@ -328,8 +291,7 @@ class SupervisedUVProvider(RuntimeProvider):
     def _wait_started(
         self, process: subprocess.Popen[bytes], url: str, timeout_s: float
     ) -> None:
-        """Until the server `process` at `url` answers; `ServerGone` once it exited
-        (or was stopped)."""
+        """Until `process` answers at `url`; `ServerGone` once it exited."""
         wait_ready(
             f"{url}/health",
             timeout_s=timeout_s,
@@ -349,13 +311,12 @@ class SupervisedUVProvider(RuntimeProvider):
         return output.tail(limit) if output is not None else ""
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the process group, SIGKILL it after `grace_s`, then remove temp
-        files. No launch follows."""
+        """SIGTERM the process group, SIGKILL it after `grace_s`, remove temp files;
+        no launch follows."""
         with self._lock:
             self._stopped = True
             process, self._process, self._base_url = self._process, None, None
         if process is not None:
-            # uv exits once uvicorn has; anything left in the group gets no grace.
             stop_group(process, grace_s=grace_s)
         with self._lock:
             self._discard_output()
@@ -371,8 +332,8 @@ class SupervisedUVProvider(RuntimeProvider):
 
 
 def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
-    """The launch of a `SupervisedUVProvider` for `target`, its options read as
-    `UVOptions`. Raises `EnvFailure` for a bad `project_path` or provider option."""
+    """The launch of a `SupervisedUVProvider` for `target`; `EnvFailure` for a bad
+    `project_path` or option."""
     assert target.env is not None
     defaults = {"context_timeout_s": target.launch_timeout_s, "web_ui": target.web_ui}
     options = read_options(
