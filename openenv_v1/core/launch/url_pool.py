@@ -1,34 +1,19 @@
-"""Running OpenEnv servers given as a list of base URLs, leased as the pool's are.
-
-A user who runs several servers (copies of a Space, containers of their own) gives
-`base_url` as a list; `UrlPool` spreads the eval's sessions over them, and nothing is
-ever launched or stopped:
+"""Running OpenEnv servers given as a list of base URLs, leased as the pool's are;
+nothing is launched or stopped.
 
 - a lease goes to the server with the fewest leases among those with room (of
-  several, the one leased longest ago, so even one rollout at a time spreads). A
-  server's session limit is learned as the pool learns a launched one's
-  (`pool_servers.ServerSeats`): a session refused with `CAPACITY_REACHED` caps it at
-  the sessions it held; until then a few sessions at a time are on trial;
-- a server a rollout lost (its lease handed back `unreachable`, or released `lost`:
-  a refused or closed connection) is taken out at once: no lease goes to it until
-  its `/health` answers again, probed in the background every `_POLL_S`, for at
-  most `return_wait_s` (`RETURN_WAIT_S`); one that does not come back by then is
-  given up on for the rest of the eval;
-- a lease waits while every server is full or out; it fails once no session has
-  ended and no server has come back for `capacity_wait_s`, naming the servers.
+  several, the one leased longest ago); session limits are learned as the pool's
+  are (`pool_servers.ServerSeats`);
+- a server a rollout lost is taken out until its `/health` answers again, probed in
+  the background every `_POLL_S` for at most `return_wait_s`, then given up on;
+- a lease fails once no session ended and no server came back for
+  `capacity_wait_s`, naming the servers.
 
-Leases are served through the pool's faces (`leases`): `local()` in this process
-(verifiers 0.4), `serve_http()` for the eval's other processes (verifiers 0.2's
-user simulators, over `local_http`); the leases of a process that is gone are
-reclaimed. A process that has no desk of the eval's (a user simulator off this
-host) leases from one of its own, `own_desk(urls)`.
+A process without the eval's desk (a user simulator off this host) leases from one
+of its own, `own_desk(urls)`.
 
     desk = UrlPool(["http://a:8000", "http://b:8000"])
     target = EnvTarget(base_urls=desk.urls, pool=desk.local())  # or pool_url=desk.serve_http()
-    client = await open_env(target, stack)
-
-Imports the pool's small parts only (`lease_book`, `pool_servers`, `leases`,
-`local_http`); the pool itself stays the launched servers' own.
 """
 
 from __future__ import annotations
@@ -64,7 +49,7 @@ _POLL_S = (0.5, 1.0, 2.0, 5.0)
 
 
 class UrlPool(LeaseDeskBase):
-    """A lease desk for running servers given by URL; see the module docstring.
+    """A lease desk for running servers given by URL (the module docstring).
     Thread-safe; `close()` is idempotent and stops no server."""
 
     def __init__(
@@ -85,16 +70,13 @@ class UrlPool(LeaseDeskBase):
         ]
         self._capacity_wait_s = capacity_wait_s
         self._return_wait_s = return_wait_s
-        self._leased_at: dict[str | None, int] = {}
-        """When each server was last leased (`_lease_count`'s count): of those with
-        the fewest leases, the one leased longest ago is next."""
+        self._leased_at: dict[str | None, int] = {}  # `_lease_count` at its last lease
         self._lease_count = itertools.count(1)
         self._closed = threading.Event()
         self._http: LocalEndpoint | None = None
 
     def serve_http(self) -> str:
-        """Serve leases to the eval's other processes; returns the endpoint's
-        address (`EnvTarget.pool_url`)."""
+        """Serve leases to the eval's other processes; returns `EnvTarget.pool_url`."""
         if self._http is None:
             self._http = LocalEndpoint(
                 functools.partial(answer_lease_request, self), name="urls"
@@ -218,8 +200,7 @@ _OWN_DESKS_LOCK = threading.Lock()
 
 
 def own_desk(urls: Sequence[str]) -> UrlPool:
-    """This process's own desk for `urls`, made once: for a process that has no
-    desk of the eval's to lease from (a user simulator off this host)."""
+    """This process's own desk for `urls`, made once (a process without the eval's)."""
     key = tuple(urls)
     with _OWN_DESKS_LOCK:
         desk = _OWN_DESKS.get(key)

@@ -197,7 +197,7 @@ class SupervisedUVProvider(RuntimeProvider):
         project = self.project = EnvProject.read(self._project_dir())
         spec = ServerSpec("", self.host, port or 0, workers, self.reload)
         picked = port is None
-        starts = UVStarts.first(project, self._user_app, spec, port_picked=picked)
+        starts = UVStarts(project, self._user_app, spec, port_picked=picked)
         source = self.project_path
         self._env_dir = prepared_env_dir(source, project.name)
         self._env_held = hold_prepared_env(self._env_dir, source)
