@@ -26,7 +26,7 @@ from typing import (
     runtime_checkable,
 )
 
-from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
@@ -185,7 +185,10 @@ def launch_plan(target: EnvTarget) -> LaunchPlan:
 
 
 def launch_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
-    """The failure of a launch of `target`, naming the launcher and the cause."""
+    """The failure of a launch of `target`, naming the launcher and the cause, with
+    the secret values of `target` redacted (a launcher's message may quote a
+    command line, an SDK's request, or the server's output)."""
     cause = str(exc) if isinstance(exc, EnvFailure) else describe(exc)
     how = launcher_label(target.launcher)
-    return EnvFailure(f"cannot launch {target.env} with {how}: {cause}")
+    failure = f"cannot launch {target.env} with {how}: {cause}"
+    return EnvFailure(redact(failure, target.secret_env.values()))

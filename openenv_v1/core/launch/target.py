@@ -21,7 +21,7 @@ import anyio
 import httpx
 from websockets.exceptions import ConnectionClosed
 
-from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
+from openenv_v1.core.errors import EnvFailure, describe, server_error_code
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.http_only import http_only_refusal
 from openenv_v1.core.launch.leases import PoolClient, PoolLeases
@@ -98,7 +98,7 @@ async def _open_launched(
     except Exception as e:
         if uv:
             raise
-        raise _redacted_failure(target, e) from None
+        raise launch_failure(target, e) from None
     provider = plan.launcher
     start = functools.partial(provider.start, **plan.start_args)
     try:
@@ -113,7 +113,7 @@ async def _open_launched(
             provider.wait_for_ready, abandon_on_cancel=True
         )
     except Exception as e:
-        raise _redacted_failure(target, e) from None
+        raise launch_failure(target, e) from None
     if on_launch is not None:
         on_launch(provider)
     how = launcher_label(target.launcher)
@@ -121,13 +121,6 @@ async def _open_launched(
     if uv:
         what = f"the launched {target.env} server"
     return await _connect(target, url, stack, what=what)
-
-
-def _redacted_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
-    """The launch failure of `target`, secret values replaced (a launcher's message
-    may quote a command line, an SDK's request or the server's output)."""
-    failure = launch_failure(target, exc)
-    return EnvFailure(redact(str(failure), target.secret_env.values()))
 
 
 @dataclass
