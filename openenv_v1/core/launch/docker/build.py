@@ -1,22 +1,12 @@
 """`docker build` of an env folder's image: its arguments, network, lock and failure.
 
-A folder is built as OpenEnv's `openenv build` builds it, with the build arguments
-`BUILD_MODE` (`standalone` or `in-repo`) and `ENV_NAME=<folder name without _env>`
-(`build_args_of`). BuildKit is on (env Dockerfiles use `RUN --mount=type=cache`), the
-image labelled `INPUTS_LABEL` with its tag (what `prune` looks for). A failed build
-raises `EnvFailure` naming the failing step and the tail of its output
-(`build_failure`).
-
-Builds run on Docker's default build network, so a Dockerfile's `RUN` steps do not
-reach this host's loopback services; `network="host"` (`provider_kwargs.build_network`,
-or `OPENENV_V1_BUILD_NETWORK=host`: `build_network`) runs them on the host's network,
-for hosts whose package registries answer only there. A build that fails on the
-network says so, naming that setting. One build of an image at a time on this host
-(`build_lock`): a lock file under the user's cache directory, opened without
-following symlinks, waited for no longer than the build's own timeout.
-
-`image.ensure_env_image` decides whether to build (and which tag); this runs it.
-Imports only `cli` and `openenv_v1.core.errors`.
+A folder is built as `openenv build` builds it (`build_args_of`), with BuildKit on
+(env Dockerfiles use `RUN --mount=type=cache`), the image labelled `INPUTS_LABEL`
+(what `prune` looks for). Builds run on Docker's default build network, whose `RUN`
+steps do not reach this host's loopback services; `build_network` "host" runs them on
+the host's, for registries that answer only there, and a build that fails on the
+network names that setting (`build_failure`). One build of an image at a time on this
+host (`build_lock`).
 """
 
 from __future__ import annotations
@@ -39,8 +29,7 @@ from openenv_v1.core.launch.uv_prepared import cache_root
 from openenv_v1.core.setting_names import setting
 
 BUILD_NETWORK_VAR = "OPENENV_V1_BUILD_NETWORK"
-"""Environment variable setting the build network (`default` or `host`) where
-`provider_kwargs.build_network` does not."""
+"""The build network (`default` or `host`) where `build_network` is unset."""
 BuildNetwork = Literal["default", "host"]
 # What a `RUN` step that could not reach the network prints (pip, uv, apt, curl, git).
 _NETWORK_FAILURES = re.compile(
@@ -57,14 +46,13 @@ OUTPUT_TAIL_CHARS = 3000
 
 
 def build_args_of(folder: Path, mode: str = "standalone") -> dict[str, str]:
-    """The build arguments `openenv build` passes for an env folder built in `mode`
-    (`standalone` or `in-repo`)."""
+    """The build arguments `openenv build` passes for `folder` built in `mode`."""
     return {"BUILD_MODE": mode, "ENV_NAME": folder.name.replace("_env", "")}
 
 
 def build_network(setting: BuildNetwork | None = None) -> BuildNetwork:
     """The build network: `setting`, else `$OPENENV_V1_BUILD_NETWORK`, else
-    `default` (an unknown value of the variable is an `EnvFailure`)."""
+    `default`."""
     chosen = setting or os.environ.get(BUILD_NETWORK_VAR) or "default"
     if chosen not in ("default", "host"):
         raise EnvFailure(
@@ -106,10 +94,8 @@ def run_build(
 def build_failure(
     tag: str, dockerfile: Path, output: str, network: BuildNetwork = "default"
 ) -> str:
-    """What a failed `docker build --progress plain` says, for the person reading it:
-    the failing step and the tail of the output, and, for a step that could not
-    reach the network on Docker's default build network, the setting that builds
-    on the host's."""
+    """A failed build's message: the failing step, the output's tail, and for a step
+    that could not reach the network, the setting that builds on the host's."""
     if "buildx component is missing" in output or "requires buildx" in output:
         return (
             f"building {tag} needs BuildKit, and this `docker` client ({docker_cli()}) "
@@ -153,8 +139,8 @@ def build_lock_dir() -> Path:
 @contextlib.contextmanager
 def build_lock(tag: str, timeout_s: float):
     """One build of `tag` at a time across this user's processes: an exclusive lock
-    on a file opened with `O_NOFOLLOW` (a symlink planted there fails, never
-    followed), waited for at most `timeout_s` (an `EnvFailure` then)."""
+    on a file opened with `O_NOFOLLOW` (a planted symlink fails), waited for at most
+    `timeout_s`."""
     root = build_lock_dir()
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = root / (hashlib.sha256(tag.encode()).hexdigest()[:16] + ".lock")

@@ -33,7 +33,12 @@ from openenv_v1.core.launch.docker.build import (
     run_build,
 )
 from openenv_v1.core.launch.docker.cli import run_docker
-from openenv_v1.core.launch.docker.context import arg_default, build_context
+from openenv_v1.core.launch.docker.context import (
+    arg_default,
+    build_context,
+    dockerfile_lines,
+    expand,
+)
 from openenv_v1.core.launch.env_project import local_folder
 from openenv_v1.core.setting_names import setting
 
@@ -76,15 +81,13 @@ def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
     args = dict(build_args)
     stages: set[str] = set()
     images: list[str] = []
-    for line in dockerfile.read_text(errors="replace").splitlines():
+    for line in dockerfile_lines(dockerfile):
         words = line.split()
         if arg := arg_default(words):
             args.setdefault(*arg)
         elif len(words) >= 2 and words[0].upper() == "FROM":
             rest = [w for w in words[1:] if not w.startswith("--")]
-            image = re.sub(
-                r"\$\{?(\w+)\}?", lambda m: args.get(m[1], ""), rest[0] if rest else ""
-            )
+            image = expand(rest[0], args) if rest else ""
             if len(rest) >= 3 and rest[1].upper() == "AS":
                 stages.add(rest[2].lower())
             if image and image.lower() not in stages | {"scratch"}:
