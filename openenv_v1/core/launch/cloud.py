@@ -64,6 +64,11 @@ class CloudProvider:
     def module(self) -> str:
         return f"{_RUNTIME}.{self.name}_provider"
 
+    @property
+    def keys(self) -> list[str]:
+        """The keys of `provider_kwargs` its launch takes."""
+        return [*_START_KEYS, *self.options.split()]
+
 
 CLOUD_PROVIDERS: dict[str, CloudProvider] = {
     "daytona": CloudProvider(
@@ -183,20 +188,18 @@ def _check_options(spec: CloudProvider, kwargs: Mapping[str, Any]) -> None:
                 f"config: drop it, and set {', '.join(spec.variables)} in the eval's "
                 f"environment instead ({spec.cls} reads them there)"
             )
-    known = [*_START_KEYS, *spec.options.split()]
-    unknown = [key for key in kwargs if key not in known]
+    unknown = [key for key in kwargs if key not in spec.keys]
     if unknown:
         problems = "; ".join(f"{key}: not an option of {spec.cls}" for key in unknown)
         raise EnvFailure(
             f"bad {spec.cls} option in {setting('provider_kwargs')}: {problems} "
-            f"(known: {', '.join(known)})"
+            f"(known: {', '.join(spec.keys)})"
         )
 
 
 class CloudLaunch:
-    """One env server in a sandbox of OpenEnv's `spec` provider, with the launcher
-    face `ServerPool` and `open_env` drive; see the module docstring. Thread-safe;
-    `stop()` is idempotent and no start follows it."""
+    """One env server in a sandbox of OpenEnv's `spec` provider (the module
+    docstring). Thread-safe; `stop()` is idempotent and no start follows it."""
 
     def __init__(
         self,
@@ -216,15 +219,13 @@ class CloudLaunch:
         self._secret_env = dict(secret_env or {})
         self.app_choice = None  # the sandbox runs the image's own server command
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = run_here
-        self.provider: Any = None
-        """OpenEnv's provider object, once `start()` has made it."""
+        self.provider: Any = None  # OpenEnv's provider object, once made
         self._url: str | None = None
         self._lock = threading.Lock()
         self._stopped = False
 
     def start(self, **start_args: Any) -> str:
-        """Construct OpenEnv's provider and start its sandbox; returns the server's
-        base URL. A failure is an `EnvFailure` with no secret value in it."""
+        """Construct OpenEnv's provider and start its sandbox; returns its URL."""
         cls = provider_class(self.spec)
         env_vars = {**(start_args.pop("env_vars", None) or {}), **self._secret_env}
         with self._lock:
@@ -238,9 +239,7 @@ class CloudLaunch:
                 self.image, env_vars=env_vars or None, **start_args
             )
         except Exception as e:
-            raise EnvFailure(
-                self._redacted(f"{self.spec.cls}: {describe(e)}")
-            ) from None
+            raise EnvFailure(f"{self.spec.cls}: {describe(e)}") from None
         with self._lock:
             stopped = self._stopped
             self._url = None if stopped else url
@@ -250,31 +249,24 @@ class CloudLaunch:
         logger.info("%s: %s sandbox started", self.env, self.spec.cls)
         return url
 
-    def wait_for_ready(
-        self, base_url: str | None = None, timeout_s: float | None = None
-    ) -> str:
-        """OpenEnv's own readiness wait (`/health`, and the server process's
-        liveness where the provider checks it); returns the server's base URL."""
-        url = base_url or self._url
+    def wait_for_ready(self) -> str:
+        """OpenEnv's own readiness wait (`/health`, and the server's liveness where
+        the provider checks it); returns the server's base URL."""
+        url = self._url
         if self.provider is None or url is None:
             raise EnvFailure(f"the {self.spec.cls} launch was not started, or stopped")
-        timeout_s = self.launch_timeout_s if timeout_s is None else timeout_s
         try:
-            self.provider.wait_for_ready(url, timeout_s=timeout_s)
+            self.provider.wait_for_ready(url, timeout_s=self.launch_timeout_s)
         except Exception as e:
-            raise EnvFailure(
-                self._redacted(f"{self.spec.cls}: {describe(e)}")
-            ) from None
+            raise EnvFailure(f"{self.spec.cls}: {describe(e)}") from None
         return url
 
     def running(self) -> bool:
-        """Whether the sandbox was started and not stopped (never asks the cloud:
-        `ServerPool` asks under its lock; a dead server is found by its clients)."""
+        """Whether the sandbox was started and not stopped (never asks the cloud)."""
         return self._url is not None and not self._stopped
 
     def stop(self, grace_s: float = 2.0) -> None:
-        """Tear the sandbox down (`stop_container()`, then `close()`); a start under
-        way tears its own down when it returns."""
+        """Tear the sandbox down; a start under way tears its own down."""
         with self._lock:
             self._stopped = True
             provider, self._url = self.provider, None
@@ -294,15 +286,12 @@ class CloudLaunch:
                     self.env,
                     self.spec.cls,
                     step,
-                    self._redacted(describe(e)),
+                    redact(describe(e), self._secret_env.values()),
                 )
 
     def log_tail(self, chars: int = 0) -> str:
         """Sandboxes' output stays in the cloud (the providers withhold it)."""
         return ""
-
-    def _redacted(self, text: str) -> str:
-        return redact(text, self._secret_env.values())
 
 
 def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
@@ -311,9 +300,8 @@ def cloud_launch_plan(target: EnvTarget) -> LaunchPlan:
     created."""
     assert target.env is not None
     spec = CLOUD_PROVIDERS[target.launcher]
-    known = [*_START_KEYS, *spec.options.split()]
     because = "a sandbox runs its image's server"
-    kwargs = drop_uv_options(target.provider_kwargs, known, spec.cls, because)
+    kwargs = drop_uv_options(target.provider_kwargs, spec.keys, spec.cls, because)
     image = kwargs.get("image")
     if not image:
         example = (
