@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -27,7 +28,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
+from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
 from openenv_v1.core.launch.process_group import process_running
+from openenv_v1.core.local_http import LocalEndpoint
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.pool_servers import ServerSeats
@@ -178,11 +181,34 @@ class LeaseWaiters:
 class LeaseDeskBase(ABC):
     """The lease calls of a desk (`leases.LeaseDesk`) under its one lock, `_cond`."""
 
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(self, log: logging.Logger, name: str) -> None:
         self._cond = threading.Condition()
+        self._closed = threading.Event()
+        self._http: LocalEndpoint | None = None
+        self._endpoint_name = name
         self._book = LeaseBook(log)
         self._waiters = LeaseWaiters(self._cond)
         self._waiting = 0  # lease requests waiting for room
+
+    def serve_http(self) -> str:
+        """Serve leases to the eval's other processes (`local_http`); returns the
+        endpoint's address, `EnvTarget.pool_url`."""
+        self._open()
+        if self._http is None:
+            self._http = LocalEndpoint(
+                functools.partial(answer_lease_request, self), name=self._endpoint_name
+            )
+            self._http.start_in_thread()
+        return self._http.address
+
+    def local(self) -> LocalLeases:
+        """Leases for rollouts in this process: no socket, no thread per wait."""
+        self._open()
+        return LocalLeases(self)
+
+    def _open(self) -> None:
+        """Before a lease face opens (a `ServerPool` launches its first server)."""
+        return None
 
     async def lease_async(
         self,

@@ -26,22 +26,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import threading
 
-from tenacity import (
-    Retrying,
-    retry_if_result,
-    stop_after_attempt,
-    stop_when_event_set,
-    wait_fixed,
-)
+from tenacity import stop_after_attempt, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.lease_book import LeaseDeskBase, LeaseWait
-from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
+from openenv_v1.core.launch.leases import LocalLeases
 from openenv_v1.core.launch.plan import Launcher
 from openenv_v1.core.launch.pool_growth import MEMORY_FLOOR_BYTES, Growth
 from openenv_v1.core.launch.pool_launch import PoolState, ServerLaunches
@@ -49,9 +42,8 @@ from openenv_v1.core.launch.pool_servers import (
     LAUNCH_FAILURES,
     PooledServer,
     PoolServers,
-    answers_health,
+    answers_again,
 )
-from openenv_v1.core.local_http import LocalEndpoint
 from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
@@ -76,12 +68,12 @@ class ServerPool(LeaseDeskBase):
     ) -> None:
         if target.base_url or not target.env:
             raise ValueError("ServerPool launches env servers: give it an `env` target")
-        super().__init__(logger)
+        super().__init__(logger, "pool")
         self._target = target
         self._growth = Growth(target, max_servers)
         self._capacity_wait_s = capacity_wait_s
         self._servers = PoolServers()
-        self._closed = threading.Event()
+
         self._launches = ServerLaunches(
             target,
             sessions_per_server,
@@ -89,13 +81,6 @@ class ServerPool(LeaseDeskBase):
             logger,
         )
         self._started = False
-        self._http: LocalEndpoint | None = None
-
-    @property
-    def url(self) -> str:
-        """The lease endpoint's address (`local_http`: its socket and token)."""
-        assert self._http is not None, "ServerPool.serve_http() was not called"
-        return self._http.address
 
     def start(self) -> None:
         """Launch the first server; returns at once (it comes up in the background)."""
@@ -110,21 +95,8 @@ class ServerPool(LeaseDeskBase):
                 self._launches.launch_locked()
         atexit.register(self.close)
 
-    def serve_http(self) -> str:
-        """Start the pool (if not yet) and serve leases to other processes of this
-        eval; returns the lease endpoint's address (`local_http.local_client`)."""
-        if self._http is None:
-            self._http = LocalEndpoint(
-                functools.partial(answer_lease_request, self), name="pool"
-            )
-            self._http.start_in_thread()
+    def _open(self) -> None:
         self.start()
-        return self.url
-
-    def local(self) -> LocalLeases:
-        """Leases for rollouts in this process: no socket, no thread per wait."""
-        self.start()
-        return LocalLeases(self)
 
     def lease(
         self, pid: int, rejected: str | None = None, unreachable: str | None = None
@@ -247,14 +219,8 @@ class ServerPool(LeaseDeskBase):
 
     def _probe_suspect(self, server: PooledServer) -> None:
         assert server.url is not None
-        probes = Retrying(
-            stop=stop_after_attempt(HEALTH_PROBES) | stop_when_event_set(self._closed),
-            wait=wait_fixed(_PROBE_SPACING_S),
-            retry=retry_if_result(lambda answered: not answered),
-            sleep=self._closed.wait,
-            retry_error_callback=lambda _: False,
-        )
-        if probes(answers_health, server.url):
+        probes = stop_after_attempt(HEALTH_PROBES), wait_fixed(_PROBE_SPACING_S)
+        if answers_again(server.url, self._closed, *probes):
             with self._cond:
                 server.suspect = False
                 self._waiters.notify_locked()

@@ -8,11 +8,13 @@ Beside them, what the pool reads of a server: its memory (`group_rss`), one
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
+from tenacity import Retrying, retry_if_result, stop_when_event_set
 
 from openenv_v1.core.http_client import shared_tls
 from openenv_v1.core.launch.process_group import proc_stats
@@ -177,6 +179,18 @@ def group_rss(provider: Launcher) -> int:
         return 0
     pages = sum(stat.rss_pages for stat in proc_stats() if stat.pgrp == pid)
     return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def answers_again(url: str, closed: threading.Event, stop: Any, wait: Any) -> bool:
+    """Whether the server at `url` answers `/health` again, probed with tenacity's
+    `wait` between tries until `stop` (or `closed`)."""
+    return Retrying(
+        stop=stop | stop_when_event_set(closed),
+        wait=wait,
+        retry=retry_if_result(lambda answered: not answered),
+        sleep=closed.wait,
+        retry_error_callback=lambda _: False,
+    )(answers_health, url)
 
 
 def answers_health(url: str, timeout_s: float = 2.0) -> bool:

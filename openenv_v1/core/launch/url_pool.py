@@ -18,26 +18,16 @@ of its own, `own_desk(urls)`.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import threading
 from collections.abc import Sequence
 
-from tenacity import (
-    Retrying,
-    retry_if_result,
-    stop_before_delay,
-    stop_when_event_set,
-    wait_chain,
-    wait_fixed,
-)
+from tenacity import stop_before_delay, wait_chain, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.lease_book import LeaseDeskBase, LeaseWait
-from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
-from openenv_v1.core.launch.pool_servers import ServerSeats, answers_health
-from openenv_v1.core.local_http import LocalEndpoint
+from openenv_v1.core.launch.pool_servers import ServerSeats, answers_again
 from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
@@ -46,6 +36,7 @@ RETURN_WAIT_S = 600.0
 """Seconds a server taken out is probed for before it is given up on."""
 _POLL_S = (0.5, 1.0, 2.0, 5.0)
 """Spacing of the `/health` probes of a server taken out (the last one repeats)."""
+_WAITS = [wait_fixed(s) for s in _POLL_S]
 
 
 class UrlPool(LeaseDeskBase):
@@ -62,7 +53,7 @@ class UrlPool(LeaseDeskBase):
     ) -> None:
         if not urls:
             raise ValueError("UrlPool needs at least one URL")
-        super().__init__(logger)
+        super().__init__(logger, "urls")
         self.urls = tuple(url.rstrip("/") for url in urls)
         self._servers = [
             ServerSeats(url=url, ready=True, capacity=sessions_per_server)
@@ -72,21 +63,6 @@ class UrlPool(LeaseDeskBase):
         self._return_wait_s = return_wait_s
         self._leased_at: dict[str | None, int] = {}  # `_lease_count` at its last lease
         self._lease_count = itertools.count(1)
-        self._closed = threading.Event()
-        self._http: LocalEndpoint | None = None
-
-    def serve_http(self) -> str:
-        """Serve leases to the eval's other processes; returns `EnvTarget.pool_url`."""
-        if self._http is None:
-            self._http = LocalEndpoint(
-                functools.partial(answer_lease_request, self), name="urls"
-            )
-            self._http.start_in_thread()
-        return self._http.address
-
-    def local(self) -> LocalLeases:
-        """Leases for rollouts in this process: no socket, no thread per wait."""
-        return LocalLeases(self)
 
     def close(self) -> None:
         """Stop serving leases (waiting ones fail) and the `/health` probes."""
@@ -170,15 +146,8 @@ class UrlPool(LeaseDeskBase):
         """Probe `server`'s `/health` until it answers (it takes leases again), the
         desk closes, or `return_wait_s` pass (it is given up on)."""
         assert server.url is not None
-        probes = Retrying(
-            stop=stop_before_delay(self._return_wait_s)
-            | stop_when_event_set(self._closed),
-            wait=wait_chain(*map(wait_fixed, _POLL_S)),
-            retry=retry_if_result(lambda answered: not answered),
-            sleep=self._closed.wait,
-            retry_error_callback=lambda _: False,
-        )
-        if probes(answers_health, server.url):
+        stop = stop_before_delay(self._return_wait_s)
+        if answers_again(server.url, self._closed, stop, wait_chain(*_WAITS)):
             with self._cond:
                 server.suspect = False
                 self._waiters.progress_locked()

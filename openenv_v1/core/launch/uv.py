@@ -158,13 +158,6 @@ class SupervisedUVProvider(RuntimeProvider):
         return self._process.pid if self._process is not None else None
 
     @property
-    def base_url(self) -> str:
-        """The server's base URL (`RuntimeError` before `start()`)."""
-        if self._base_url is None:
-            raise RuntimeError("UVProvider has not been started")
-        return self._base_url
-
-    @property
     def failed_apps(self) -> list[tuple[AppChoice, str]]:
         """Candidates that could not be imported, with the line that said so."""
         return self._starts.failed_apps if self._starts is not None else []
