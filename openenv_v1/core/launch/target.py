@@ -161,6 +161,8 @@ class EnvSession:
         self._held = Held()
         if self.leased:
             return await _open_leased(self.target, self._session, self._held)
+        if self._on_launch is None:
+            return await open_env(self.target, self._session)
         return await open_env(self.target, self._session, on_launch=self._on_launch)
 
     async def start_again(self, exc: BaseException) -> bool:
