@@ -1,17 +1,12 @@
 """Prepared environments as a bounded cache: listed, and pruned at launch or on request.
 
-`prepared_envs()` lists the environments under `cache_root()/uv-envs` (`uv_prepared`)
-with their project, size, last use and whether an eval holds them.
-`prune_prepared_envs` removes those whose project folder is gone, those unused for
-`older_than_s`, all with `everything`, then the least recently used while together
-they exceed `max_bytes`; only while it holds an environment's use record exclusively,
-taken without waiting (one in use is skipped). One an earlier openenv-v1 made counts
-as in use until unused for a day. A removed environment is first renamed into
-`uv-env-trash/` (no launch sees half of one), then deleted. Each UV launch calls
-`prune_at_launch(max_gb)` (gone projects and the bound, `cache_bound`) in a thread
-of its own, at most once every `PRUNE_EVERY_S` per cache.
-
-    prune_prepared_envs(older_than_s=30 * 86400)
+`prune_prepared_envs` removes, of `prepared_envs()` (under `cache_root()/uv-envs`),
+those whose project folder is gone, those unused for `older_than_s`, all with
+`everything`, then the least recently used while together they exceed `max_bytes`;
+only what it can lock exclusively without waiting (one in use is skipped; one an
+earlier openenv-v1 made counts as in use for a day). A removed environment is renamed
+into `uv-env-trash/` first (no launch sees half of one). Each UV launch calls
+`prune_at_launch(max_gb)` in a thread of its own, at most every `PRUNE_EVERY_S`.
 """
 
 from __future__ import annotations

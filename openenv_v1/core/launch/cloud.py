@@ -1,16 +1,11 @@
 """OpenEnv's cloud sandbox providers as launchers: Daytona, Modal, Azure Container
 Apps, Hugging Face sandboxes, Novita.
 
-`CloudLaunch` constructs OpenEnv's provider class with the options of
-`provider_kwargs` and drives it: `start()` is its `start_container`, `wait_for_ready()`
-its own wait, `stop()` its `stop_container()` then `close()`, also for a start still
-under way (its sandbox is torn down as soon as the SDK returns it). `image` (in the
-provider's own spelling), `port`, `env_vars` and `cmd` go to `start_container`; the
-constructor's options are declared per provider in `CLOUD_PROVIDERS`. `secret_env`
-joins `env_vars`, and no message here carries its values.
-
-`preflight(target)` fails before any rollout when the installed openenv lacks the
-class (openenv-core 0.3.0 has only Daytona's) or its SDK is not installed, naming
+`CloudLaunch` constructs OpenEnv's provider class with the constructor options
+declared in `CLOUD_PROVIDERS` and drives it (`start_container` gets `image`, `port`,
+`env_vars` with `secret_env`, and `cmd`); `stop()` tears the sandbox down, also for
+a start still under way. `preflight` fails before any rollout when the installed
+openenv lacks the class (openenv-core 0.3.0 has only Daytona's) or its SDK, naming
 what to install. Never run against a real cloud from this repository: the tests
 drive the real classes with recording stand-ins for their SDKs.
 """

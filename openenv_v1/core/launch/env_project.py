@@ -1,22 +1,15 @@
 """What an env project's own files say about serving it: app, gradio, Python, and
 the variables its server reads.
 
-An env's ASGI app is named in up to three places, which real envs do not keep
-consistent: `[project.scripts] server = "<pkg>.server.app:main"` in `pyproject.toml`
-(it imports the installed package, so relative imports in `server/` work), `app:`
-in `openenv.yaml`, and OpenEnv's default `server.app:app`. `app_candidates()` lists
-them in that order, each with why, for the launcher to try in turn.
-
-`variables()` are what no endpoint publishes: the variables the server needs (E2B
-envs read `E2B_API_KEY` in `reset` and end every episode there, the reason stripped
-by openenv-core 0.3.0 servers). A variable counts when the env's Python reads it by
-a literal name and it looks like a credential, or it is read without a default and
-named in `.env.example`, `openenv.yaml` or the README. `lacking_variables` keeps
-those a launch does not pass and `forward_advice` says to forward them. Only the
-env's files are read, never anyone's environment.
-
-    EnvProject.read("envs/echo_env").app_candidates()[0]
-    # AppChoice("echo_env.server.app:app", "[project.scripts] server ...")
+An env's ASGI app is named in `[project.scripts] server` of `pyproject.toml` (it
+imports the installed package, so relative imports work), `app:` in `openenv.yaml`,
+or OpenEnv's default `server.app:app`, which real envs do not keep consistent:
+`app_candidates()` lists them in that order, each with why. `variables()` are what no
+endpoint publishes: the variables the server reads by a literal name that look like
+credentials, or are read without a default and named in `.env.example`,
+`openenv.yaml` or the README (E2B envs end every episode at `reset` without
+`E2B_API_KEY`). `forward_advice` says to forward those a launch lacks. Only the env's
+files are read, never anyone's environment.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """`provider_kwargs` read into a launcher's own options: one reader for every place.
 
-A launcher declares what it may be given as a pydantic model (`extra="forbid"`,
-each field with a docstring). `read_options` reads a target's `provider_kwargs`
-into it, over the defaults the env folder's `openenv.yaml` declares for the
-model's fields (`manifest.manifest_defaults`; what is set wins). A launcher that
-does not run uv drops the keys of a UV launch (`UVOptions`) it does not declare,
-with a warning (`drop_uv_options`); anything else unknown or invalid is an
-`EnvFailure` naming each problem and the known keys:
-
-    options = read_options(DockerOptions, target.provider_kwargs, "Docker",
-        "provider_kwargs", because="the image runs its own command")
-    # EnvFailure: bad Docker option in provider_kwargs: memroy: Extra inputs are
-    #   not permitted (known: image, tag, ...)
+A launcher declares its keys as a pydantic model (`extra="forbid"`, each field with
+a docstring); `read_options` reads `provider_kwargs` into it over the defaults of the
+env folder's `openenv.yaml` (`manifest.manifest_defaults`), a launcher that does not
+run uv dropping the UV keys (`UVOptions`) it lacks with a warning; anything else
+unknown or invalid is an `EnvFailure` naming each problem and the known keys.
 """
 
 from __future__ import annotations

@@ -1,25 +1,20 @@
 """Env servers launched once and shared by many rollouts, each on its own session.
 
 An OpenEnv server gives every WebSocket connection its own env instance, up to its
-session limit, so `ServerPool` (in the process that builds the taskset) launches
-servers and leases them to rollouts: in process through `local()` (verifiers 0.4),
-or over a local HTTP endpoint (`serve_http()`, `local_http.LocalEndpoint`; verifiers
-0.2's user simulators). Its rules:
+session limit, so `ServerPool` launches servers and leases them to rollouts
+(`lease_book`):
 
-- the first server (or the plan's `servers_at_start`) launches at `start()`, so its
-  start overlaps the framework's;
-- the session limit is learned: a lease handed back as `rejected` (the server
-  answered `CAPACITY_REACHED`) caps that server at the sessions it holds; while all
-  are full, as many more launch as the waiting leases need, within `max_servers`
-  and the host's memory (`pool_growth`);
+- the first server (or the plan's `servers_at_start`) launches at `start()`;
+- a lease handed back `rejected` (`CAPACITY_REACHED`) caps its server at the
+  sessions it holds; while all are full, as many more launch as the waiting leases
+  need, within `max_servers` and the host's memory (`pool_growth`);
 - a lease fails only when every server stayed full, no session ending, for
   `capacity_wait_s`, or when launches fail (`pool_servers.LAUNCH_FAILURES`);
-- a server a rollout lost (handed back `unreachable`, or released `lost`) takes no
-  new leases; it is dropped at once if its process is gone, else after
-  `HEALTH_PROBES` failed `/health` probes in a row; one that answers comes back.
+- a server a rollout lost takes no new leases: dropped at once if its process is
+  gone, else after `HEALTH_PROBES` failed `/health` probes in a row.
 
-Servers are forked from one long-lived thread, so a pool killed outright takes them
-with it (`pool_launch`); `close()` (also at exit) stops them all.
+Servers are forked from one long-lived thread (`pool_launch`); `close()` (also at
+exit) stops them all.
 """
 
 from __future__ import annotations

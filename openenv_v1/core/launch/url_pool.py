@@ -1,19 +1,10 @@
 """Running OpenEnv servers given as a list of base URLs, leased as the pool's are;
-nothing is launched or stopped.
-
-- a lease goes to the server with the fewest leases among those with room (of
-  several, the one leased longest ago); session limits are learned as the pool's
-  are (`pool_servers.ServerSeats`);
-- a server a rollout lost is taken out until its `/health` answers again, probed in
-  the background every `_POLL_S` for at most `return_wait_s`, then given up on;
-- a lease fails once no session ended and no server came back for
-  `capacity_wait_s`, naming the servers.
-
-A process without the eval's desk (a user simulator off this host) leases from one
-of its own, `own_desk(urls)`.
-
-    desk = UrlPool(["http://a:8000", "http://b:8000"])
-    target = EnvTarget(base_urls=desk.urls, pool=desk.local())  # or pool_url=desk.serve_http()
+nothing is launched or stopped. A lease goes to the server with the fewest leases
+among those with room (of several, the one leased longest ago); a server a rollout
+lost is taken out until its `/health` answers again (probed every `_POLL_S`, for
+`return_wait_s` at most); a lease fails once no session ended and no server came
+back for `capacity_wait_s`. A process without the eval's desk (a user simulator off
+this host) leases from one of its own, `own_desk(urls)`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """An env server launched with uv on this host, owned and fail-fast.
 
-`SupervisedUVProvider` has OpenEnv's `RuntimeProvider` interface (start, wait for
-ready, stop) and takes OpenEnv's uv check, free port and git clone, but starts, waits
-and stops itself, to close the gaps real env folders and rollouts run into:
-
-- the server runs in the env's folder with it on its import path, as OpenEnv's
-  Dockerfiles run it; without `app`, the candidates the project names are tried in
-  turn (`uv_starts`);
-- each project runs from one prepared environment of its own, outside the project
-  (`uv_prepared`), which a repeated launch reuses; the cache is pruned (`cache`);
-- the server sees an allow-list of variables and a HOME of its own (`server_env`);
-- `uv` leads a process group that gets SIGTERM when the starting thread dies
-  (`process_group`);
-- a port taken between its pick and uvicorn's bind is replaced by a relaunch, and a
-  crash on start fails at once with its output's tail and cause (`uv_diagnosis`);
-- gradio is hidden from servers whose project does not declare it, unless `web_ui`:
-  its import is about half of a server's start.
+`SupervisedUVProvider` has OpenEnv's `RuntimeProvider` interface and takes OpenEnv's
+uv check, free port and git clone, but starts, waits and stops itself: the server
+runs in the env's folder (both app layouts import; without `app`, the project's
+candidates are tried in turn, `uv_starts`), from one prepared environment per
+project that a repeated launch reuses (`uv_prepared`, `cache`), with an allow-listed
+environment (`server_env`), as a process group SIGTERMed when its starting thread
+dies (`process_group`), relaunched on another port when its port was taken first,
+failing at once with its output's tail and cause when it crashes (`uv_diagnosis`),
+and without gradio unless its project declares it or `web_ui` (half of a start).
 
     provider = uv_launch_plan(target).launcher
     provider.start(); url = provider.wait_for_ready(); ...; provider.stop()

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import LastSaid, run_docker
+from openenv_v1.core.launch.docker.container_state import LOG_TAIL_LINES
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
 from openenv_v1.core.launch.docker.options import root_hint
 from openenv_v1.core.launch.readiness import client_host
@@ -34,11 +35,10 @@ from openenv_v1.core.launch.swarm.service_commands import (
 from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
 from openenv_v1.core.setting_names import setting
 
-__all__ = ["LOG_TAIL_LINES", "SwarmService"]
+__all__ = ["SwarmService"]
 
 logger = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 40
 _STATE_MAX_AGE_S = 1.0
 
 
