@@ -11,7 +11,9 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from tenacity import Retrying, retry_if_result, stop_before_delay, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
@@ -153,19 +155,22 @@ def remove_service(
     if target is not None:
         run_docker("service", "rm", target, timeout=60)
     deadline = time.monotonic() + grace_s + 20.0
+
+    def until(done: Callable[[], bool]) -> bool:
+        """`done()` every 0.3 s until it holds or the deadline passed."""
+        return Retrying(
+            stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
+            wait=wait_fixed(0.3),
+            retry=retry_if_result(lambda ok: not ok),
+            retry_error_callback=lambda _: False,
+        )(done)
+
     label = f"label=com.docker.swarm.service.id={service_id}"
-    while service_id is not None and time.monotonic() < deadline:
-        left = run_docker("ps", "-aq", "--filter", label)
-        if left.returncode != 0 or not left.stdout.strip():
-            break
-        time.sleep(0.3)
-    while network is not None:
-        if run_docker("network", "rm", network).returncode == 0:
-            return
-        if time.monotonic() >= deadline:
-            logger.warning(
-                "Swarm network %s is still in use; its owner's reaper removes it",
-                network,
-            )
-            return
-        time.sleep(0.3)
+    if service_id is not None:
+        until(lambda: not run_docker("ps", "-aq", "--filter", label).stdout.strip())
+    if network is not None and not until(
+        lambda: run_docker("network", "rm", network).returncode == 0
+    ):
+        logger.warning(
+            "Swarm network %s is still in use; its owner's reaper removes it", network
+        )
