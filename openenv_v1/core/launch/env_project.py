@@ -196,8 +196,7 @@ def credential_name(name: str) -> bool:
 def passed_variables(
     provider_kwargs: Mapping[str, Any], forward_env: Collection[str]
 ) -> frozenset[str]:
-    """The names a launch sets for the server: `forward_env` and the keys of
-    `provider_kwargs.env_vars`."""
+    """The names a launch sets: `forward_env` and `provider_kwargs.env_vars`' keys."""
     env_vars = provider_kwargs.get("env_vars")
     given = set(env_vars) if isinstance(env_vars, Mapping) else set()
     return frozenset(given | set(forward_env))

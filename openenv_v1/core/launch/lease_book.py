@@ -76,8 +76,7 @@ class LeaseBook:
         return lease_id, server.url
 
     def confirm(self, lease_id: str) -> bool:
-        """The leased session was accepted (`ServerSeats.confirm`); whether waiting
-        leases may find room now."""
+        """The leased session was accepted; whether waiting leases may find room."""
         lease = self._leases.get(lease_id)
         return lease is not None and lease.server.confirm(lease_id)
 
@@ -102,8 +101,7 @@ class LeaseBook:
         return True
 
     def reap(self) -> bool:
-        """Drop the leases of processes that are gone, at most every `_REAP_EVERY_S`;
-        whether it looked now."""
+        """Drop gone processes' leases, at most every `_REAP_EVERY_S`; if it looked."""
         now = time.monotonic()
         if now - self._last_reap < _REAP_EVERY_S:
             return False

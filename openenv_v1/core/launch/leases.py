@@ -117,8 +117,7 @@ class PoolClient:
         await self._tell(RELEASE_PATH, {"lease": lease, "lost": lost})
 
     async def _tell(self, action: str, body: dict[str, Any]) -> None:
-        """A notice whose answer the rollout need not wait on (a dead process's leases
-        are reclaimed)."""
+        """A notice not waited on (a dead process's leases are reclaimed)."""
         with contextlib.suppress(httpx.HTTPError):
             async with local_client(self.url, 5.0) as http:
                 await http.post(f"/{action}", json=body)

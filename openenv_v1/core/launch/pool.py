@@ -50,8 +50,7 @@ _PROBE_SPACING_S = 1.0
 
 
 class ServerPool(LeaseDeskBase):
-    """Shared env servers for one env target (the module docstring). Thread-safe;
-    `close()` is idempotent."""
+    """Shared env servers for one env target. Thread-safe; `close()` is idempotent."""
 
     def __init__(
         self,

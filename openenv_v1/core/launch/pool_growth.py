@@ -35,8 +35,7 @@ class Growth:
         return self.max_servers is None or launched < self.max_servers
 
     def wanted(self, servers: PoolServers, demand: int) -> int:
-        """How many servers to launch now for `demand` leases (held and waiting),
-        within `max_servers`."""
+        """Servers to launch now for `demand` leases, within `max_servers`."""
         per_server = servers.per_server()
         room = sum(s.capacity or per_server for s in servers)
         wanted = max(1, math.ceil((demand - room) / per_server)) if per_server else 1

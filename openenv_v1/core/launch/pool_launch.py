@@ -34,8 +34,7 @@ class PoolState:
 
 
 class ServerLaunches:
-    """The launches of one pool's servers for `target`, each taking
-    `sessions_per_server` (None: learned)."""
+    """The launches of one pool's servers, each taking `sessions_per_server`."""
 
     def __init__(
         self,

@@ -163,8 +163,7 @@ class PoolServers:
         return [s.url for s in self._servers if s.ready and s.url]
 
     def per_server(self) -> int:
-        """Sessions a new server is expected to hold: the largest limit known (0
-        while none is)."""
+        """Sessions a new server should hold: the largest limit known (0: none)."""
         return max(
             (s.capacity for s in self._servers if s.capacity is not None),
             default=self.capacity_seen,

@@ -137,8 +137,7 @@ def server_home() -> str:
 
 
 def _own_home() -> str:
-    """A new 0700 folder, once per process, removed at exit, with the user's
-    `uv.toml`."""
+    """A new 0700 folder per process, removed at exit, with the user's `uv.toml`."""
     global _home
     if _home is None or not os.path.isdir(_home):
         _home = tempfile.mkdtemp(prefix="openenv-v1-home-")

@@ -318,8 +318,7 @@ class SupervisedUVProvider(RuntimeProvider):
 
 
 def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
-    """The launch of a `SupervisedUVProvider` for `target`; `EnvFailure` for a bad
-    `project_path` or option."""
+    """A `SupervisedUVProvider` launch for `target`; `EnvFailure` for a bad option."""
     assert target.env is not None
     defaults = {"context_timeout_s": target.launch_timeout_s, "web_ui": target.web_ui}
     options = read_options(

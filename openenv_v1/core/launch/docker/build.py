@@ -51,8 +51,7 @@ def build_args_of(folder: Path, mode: str = "standalone") -> dict[str, str]:
 
 
 def build_network(setting: BuildNetwork | None = None) -> BuildNetwork:
-    """The build network: `setting`, else `$OPENENV_V1_BUILD_NETWORK`, else
-    `default`."""
+    """`setting`, else `$OPENENV_V1_BUILD_NETWORK`, else `default`."""
     chosen = setting or os.environ.get(BUILD_NETWORK_VAR) or "default"
     if chosen not in ("default", "host"):
         raise EnvFailure(
@@ -131,8 +130,7 @@ def _text(data: bytes | str | None) -> str:
 
 
 def build_lock_dir() -> Path:
-    """Where build locks live: the user's own cache (`uv_prepared.cache_root`), never
-    a shared `/tmp`."""
+    """Where build locks live: the user's own cache, never a shared `/tmp`."""
     return cache_root() / "build-locks"
 
 

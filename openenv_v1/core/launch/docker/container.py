@@ -58,8 +58,7 @@ _needs_root: set[str] = set()
 
 
 class DockerLaunch:
-    """One env container (the module docstring). Thread-safe; `stop()` is
-    idempotent and no start follows it."""
+    """One env container. Thread-safe; `stop()` is idempotent and final."""
 
     def __init__(
         self,

@@ -50,8 +50,7 @@ def dockerfile_lines(dockerfile: Path) -> list[str]:
 
 
 def arg_default(words: Sequence[str]) -> tuple[str, str] | None:
-    """`(NAME, default)` of an `ARG NAME=default` instruction split into `words`;
-    None for anything else."""
+    """`(NAME, default)` of an `ARG NAME=default` instruction's `words`, else None."""
     if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
         name, _, default = words[1].partition("=")
         return name, default.strip("\"'")

@@ -191,8 +191,7 @@ def run_as(
 
 
 def root_hint(user: str | None) -> str:
-    """What the failure of a server that ran as `user` adds (a user not root may be
-    why)."""
+    """What a failure of a server run as `user` adds (a user not root may be why)."""
     if user is None or user == "root":
         return ""
     return (

@@ -88,8 +88,7 @@ def env_images(repository: str | None = None) -> list[EnvImage]:
 
 
 def remove_env_images(images: Iterable[EnvImage]) -> list[str]:
-    """`docker rmi` (never forced) each of `images` no running container uses;
-    returns the tags removed."""
+    """`docker rmi` each of `images` no running container uses; the tags removed."""
     removed = []
     for image in images:
         if image.in_use:

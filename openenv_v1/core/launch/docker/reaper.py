@@ -115,8 +115,7 @@ def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
 def label_args(
     docker: str, env: str | None = None, flags: tuple[str, ...] = ("--label",)
 ) -> list[str]:
-    """`owner_labels(docker, env)` as options of a `docker` command, after each of
-    `flags`."""
+    """`owner_labels(docker, env)` as `docker` options, after each of `flags`."""
     labels = owner_labels(docker, env)
     return [
         arg for k, v in labels.items() for flag in flags for arg in (flag, f"{k}={v}")
@@ -147,8 +146,7 @@ def ensure_reaper(docker: str, token: str | None = None) -> None:
 
 
 def labelled(docker: str, kind: str, *filters: str) -> list[str]:
-    """Ids of `kind` (`_KINDS`) matching every `label=` filter; [] where Docker
-    cannot say."""
+    """Ids of `kind` matching every `label=` filter; [] where Docker cannot say."""
     argv = [docker, *_KINDS[kind][0], "-q"]
     for label in filters:
         argv += ["--filter", f"label={label}"]

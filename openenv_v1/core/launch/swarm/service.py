@@ -43,8 +43,7 @@ _STATE_MAX_AGE_S = 1.0
 
 
 class SwarmService:
-    """One Swarm service for one env target in this process (the module
-    docstring). Thread-safe."""
+    """One Swarm service for one env target in this process. Thread-safe."""
 
     def __init__(
         self,
@@ -112,7 +111,7 @@ class SwarmService:
                 self._scale(wanted)
 
     def leave(self, replica: object) -> bool:
-        """Forget `replica`; True when it was the last (the caller removes the service)."""
+        """Forget `replica`; True when it was the last (the caller then removes it)."""
         with self._lock:
             self._claims.pop(replica, None)
             last = not self._claims and not self._removed
@@ -236,7 +235,7 @@ class SwarmService:
         self.replicas = replicas
 
     def remove(self, grace_s: float | None = None) -> None:
-        """Remove the service, then its own network (`service_commands.remove_service`)."""
+        """Remove the service, then its own network (`remove_service`)."""
         with self._lock:
             self._removed = True
             service_id = self._service_id

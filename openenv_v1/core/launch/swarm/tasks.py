@@ -42,8 +42,7 @@ def live(task: SwarmTask) -> bool:
 def read_tasks(
     service_id: str | None, network: str | None, options: SwarmOptions
 ) -> dict[str, SwarmTask]:
-    """The tasks of the service `service_id` ({} before it exists, or when Docker
-    cannot say)."""
+    """The tasks of service `service_id` ({} when there are none to read)."""
     if service_id is None:
         return {}
     listed = run_docker("service", "ps", "--no-trunc", "-q", service_id)
