@@ -52,6 +52,9 @@ def test_the_five_classes_are_openenv_010s_with_the_launcher_face():
     for spec in CLOUD_PROVIDERS.values():
         cls = provider_class(spec)
         assert cls.__name__ == spec.cls
+        # The options declared are the constructor's own.
+        init = inspect.signature(cls.__init__).parameters
+        assert set(spec.options.split()) <= set(init) - {"self", *spec.credentials}
         start = inspect.signature(cls.start_container).parameters
         assert list(start)[:4] == ["self", "image", "port", "env_vars"]
         assert callable(cls.stop_container) and callable(cls.wait_for_ready)

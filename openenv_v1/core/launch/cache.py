@@ -1,26 +1,12 @@
 """Prepared environments as a bounded cache: listed, and pruned at launch or on request.
 
-`prepared_envs()` lists the environments under `cache_root()/uv-envs` (`uv_prepared`),
-each with the project it was made for, its size, its last use and whether a running
-eval holds it. `prune_prepared_envs` removes those whose project folder is gone (a
-`git+` source never is), those unused for `older_than_s`, every one with
-`everything`, then the least recently used while all of them together take more than
-`max_bytes`. It removes an environment only while it holds its use record's lock
-exclusively, taken without waiting: one a running eval holds is skipped, never waited
-for. One an earlier openenv-v1 made names no project: it counts as gone, and as in
-use until unused for a day (that version takes no lock). A removed environment is
-first renamed into `uv-env-trash/` (no launch ever sees half of one), then deleted;
-what an interrupted deletion leaves, the next prune deletes.
-
-Each UV launch, once it holds its own environment, calls `prune_at_launch(max_gb)`:
-gone projects and the bound (`cache_bound`), in a thread of its own (the launch does
-not wait), at most once every `PRUNE_EVERY_S` per cache (the mtime of a stamp file,
-`uv-env-use/.pruned`, touched when a prune ends).
-
-    for env in prepared_envs(): print(env.name, env.source, env.size, env.in_use)
-    prune_prepared_envs(older_than_s=30 * 86400)
-
-Imports only `uv_prepared` and `openenv_v1.core.errors`.
+`prune_prepared_envs` removes, of `prepared_envs()` (under `cache_root()/uv-envs`),
+those whose project folder is gone, those unused for `older_than_s`, all with
+`everything`, then the least recently used while together they exceed `max_bytes`;
+only what it can lock exclusively without waiting (one in use is skipped; one an
+earlier openenv-v1 made counts as in use for a day). A removed environment is renamed
+into `uv-env-trash/` first (no launch sees half of one). Each UV launch calls
+`prune_at_launch(max_gb)` in a thread of its own, at most every `PRUNE_EVERY_S`.
 """
 
 from __future__ import annotations
@@ -116,8 +102,7 @@ def prune_prepared_envs(
     names: Sequence[str] = (),
 ) -> list[PreparedEnv]:
     """Remove what the module docstring says, among the environments whose name
-    starts with one of `names` (all without); returns those removed, their files
-    deleted."""
+    starts with one of `names` (all without); returns those removed."""
     now = time.time()
     removed: list[PreparedEnv] = []
     kept: list[PreparedEnv] = []
@@ -140,8 +125,8 @@ def prune_prepared_envs(
 
 
 def prune_at_launch(max_gb: float | None = None) -> None:
-    """What a launch prunes (module docstring), in a thread of its own; a failure is
-    logged, not raised, except a bad `$OPENENV_V1_CACHE_MAX_GB`."""
+    """A launch's prune, in a thread of its own; a failure is logged, not raised,
+    but for a bad `$OPENENV_V1_CACHE_MAX_GB`."""
     bound = cache_bound(max_gb)
     threading.Thread(
         target=_prune_if_due, args=(bound,), name="openenv-v1-cache", daemon=True

@@ -1,33 +1,15 @@
-"""What an env project's own files say about serving it: app, gradio, Python.
+"""What an env project's own files say about serving it: app, gradio, Python, and
+the variables its server reads.
 
-An OpenEnv env is a uv project laid out like its Hugging Face Space. Its ASGI app is
-named in up to three places, which real envs do not keep consistent:
-
-- `[project.scripts] server = "<pkg>.server.app:main"` in `pyproject.toml`: the module
-  its Dockerfile and `uv run server` use; it imports the installed package, so it also
-  works where `server/` uses relative imports (`from ..models import ...`);
-- `app:` in `openenv.yaml` (often `server.app:app`, importable only with the env's
-  folder on the import path);
-- OpenEnv's default, `server.app:app`.
-
-`app_candidates()` lists them in that order (plus `<pkg>.server.app:app` for a package
-folder that has one), each with the reason it was chosen; the launcher tries them in
-turn while the previous one cannot be imported. The project also says whether it
-declares gradio (`declares_gradio`) and which Python it needs (`python_requirement`).
-
-It also says which variables of its server's environment it needs (`variables`), a
-thing no endpoint publishes: OpenEnv's E2B envs read `E2B_API_KEY` in their `reset`
-and, without it, end every episode there, in a reply whose reason (`metadata`)
-openenv-core 0.3.0 servers strip. A variable counts when the env's Python reads it by
-a literal name (`os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`) and it
-looks like a credential (a `KEY`, `TOKEN`, `SECRET`, `PASSWORD` ... part), or it is
-read without a default and named in `.env.example`, `openenv.yaml` or the README.
-`lacking_variables` keeps those a launch does not pass (`forward_env`,
-`provider_kwargs.env_vars`), and `forward_advice` says so, naming the setting by its
-token. Only the env's files are read, never anyone's environment.
-
-    project = EnvProject.read("envs/echo_env")
-    project.app_candidates()[0]   # AppChoice("echo_env.server.app:app", "[project.scripts] server ...")
+An env's ASGI app is named in `[project.scripts] server` of `pyproject.toml` (it
+imports the installed package, so relative imports work), `app:` in `openenv.yaml`,
+or OpenEnv's default `server.app:app`, which real envs do not keep consistent:
+`app_candidates()` lists them in that order, each with why. `variables()` are what no
+endpoint publishes: the variables the server reads by a literal name that look like
+credentials, or are read without a default and named in `.env.example`,
+`openenv.yaml` or the README (E2B envs end every episode at `reset` without
+`E2B_API_KEY`). `forward_advice` says to forward those a launch lacks. Only the env's
+files are read, never anyone's environment.
 """
 
 from __future__ import annotations
@@ -45,6 +27,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.setting_names import setting
 
 DEFAULT_APP = "server.app:app"
@@ -64,8 +47,7 @@ class AppChoice:
 
 @dataclass(frozen=True)
 class EnvProject:
-    """The facts of one env project folder; missing or unreadable files read as
-    absent."""
+    """One env project folder; missing or unreadable files read as absent."""
 
     path: Path
     pyproject: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -86,15 +68,14 @@ class EnvProject:
 
     @property
     def declares_gradio(self) -> bool:
-        """Whether `[project] dependencies` lists gradio (extras do not count: they
-        are not installed by a plain launch)."""
+        """Whether `[project] dependencies` lists gradio (extras are not installed)."""
         deps = self.pyproject.get("project", {}).get("dependencies") or []
         return any(_requirement_name(dep) == "gradio" for dep in deps)
 
     @property
     def python_requirement(self) -> str | None:
-        """The Python the project asks for, with where it says so:
-        `>=3.12 (requires-python in pyproject.toml)`, or a `.python-version` pin."""
+        """The Python the project asks for and where: `>=3.12 (requires-python in
+        pyproject.toml)`, a `.python-version` pin."""
         parts = []
         with contextlib.suppress(OSError):
             pin = (self.path / ".python-version").read_text().strip().splitlines()
@@ -106,8 +87,7 @@ class EnvProject:
         return ", ".join(parts) or None
 
     def variables(self) -> tuple[EnvVariable, ...]:
-        """The variables of its server's environment the env says it needs (see the
-        module docstring), credentials first; read once per folder and process."""
+        """The variables its server needs, credentials first; read once per folder."""
         return _variables(str(self.path.resolve()))
 
     def app_candidates(self) -> list[AppChoice]:
@@ -194,18 +174,29 @@ _CREDENTIAL_PARTS = frozenset(
 )
 
 
+def local_folder(project_path: str | None, fix: str) -> str | None:
+    """The local env folder `project_path` names; None when unset or a `git+` URL.
+    Raises `EnvFailure` for a path that is no folder, saying to set it to `fix`."""
+    if not project_path or project_path.startswith("git+"):
+        return None
+    if not os.path.isdir(project_path):
+        raise EnvFailure(
+            f"project_path {project_path!r} is not a directory; set "
+            f"{setting('provider_kwargs.project_path')} to {fix}"
+        )
+    return project_path
+
+
 def credential_name(name: str) -> bool:
-    """Whether a variable's name looks like a credential's: one of its `_` parts is
-    `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `CREDENTIALS` or the like (not `PWD`,
-    the shell's working directory)."""
+    """Whether one of the `_` parts of `name` is `KEY`, `TOKEN`, `SECRET` or the like
+    (not `PWD`, the shell's working directory)."""
     return any(part in _CREDENTIAL_PARTS for part in name.upper().split("_"))
 
 
 def passed_variables(
     provider_kwargs: Mapping[str, Any], forward_env: Collection[str]
 ) -> frozenset[str]:
-    """The names a launch sets in its server's environment for the env: the
-    `forward_env` names and the keys of `provider_kwargs.env_vars`."""
+    """The names a launch sets: `forward_env` and `provider_kwargs.env_vars`' keys."""
     env_vars = provider_kwargs.get("env_vars")
     given = set(env_vars) if isinstance(env_vars, Mapping) else set()
     return frozenset(given | set(forward_env))
@@ -214,8 +205,7 @@ def passed_variables(
 def lacking_variables(
     source_dir: str | os.PathLike[str] | None, passed: Collection[str]
 ) -> tuple[EnvVariable, ...]:
-    """The variables the env folder `source_dir` says it needs that are not among
-    `passed` (`passed_variables`); none without a folder."""
+    """The variables `source_dir` needs that `passed` lacks; none without a folder."""
     if source_dir is None:
         return ()
     found = _variables(str(Path(source_dir).resolve()))
@@ -223,9 +213,8 @@ def lacking_variables(
 
 
 def forward_advice(lacking: Sequence[EnvVariable]) -> str:
-    """What to do about `lacking` (`lacking_variables`), for a failure's text: each
-    variable, where the env's files name it, and the `forward_env` setting (a token,
-    spelled by the surface that shows it). '' when nothing lacks."""
+    """What to do about `lacking`, for a failure's text: each variable, where the
+    env names it, and the `forward_env` setting; '' when nothing lacks."""
     if not lacking:
         return ""
     names = [v.name for v in lacking]
@@ -251,10 +240,9 @@ def explain_lacking(
     source_dir: str | os.PathLike[str] | None,
     passed: Collection[str],
 ) -> str:
-    """`text`, a failure, with `forward_advice` for the variables the env folder
-    `source_dir` says it reads and `passed` lacks: all of them when the failure is
-    a reset that left no episode (`at_reset`: its reason may not have reached us),
-    else those `text` names (a step that failed on one)."""
+    """`text`, a failure, with `forward_advice` for the lacking variables: all of
+    them for a reset that left no episode (`at_reset`: its reason may be lost),
+    else those `text` names."""
     lacking = lacking_variables(source_dir, passed)
     if not at_reset:
         lacking = tuple(named_in(text, lacking))

@@ -1,29 +1,21 @@
-"""A lease desk's leases, the requests waiting for room, and the lease calls.
+"""A lease desk's leases, the requests waiting for room, and the lease calls, for
+both desks (`pool.ServerPool`, `url_pool.UrlPool`).
 
-Both desks lease through this: `pool.ServerPool` over the servers it launched,
-`url_pool.UrlPool` over running servers given by URL. `LeaseBook` holds each lease
-by id, with its server (`pool_servers.ServerSeats`) and the process that took it: a
-lease is granted, confirmed (its server accepted the session), handed back, handed
-back refused (`CAPACITY_REACHED`: the server's session limit is learned), or
-reclaimed once the leasing process is gone. `LeaseWaiters` holds the requests that
-found no room: threads waiting on the desk's condition, coroutines on a future of
-their own event loop (so hundreds of waiting rollouts hold no thread), all woken at
-once when a session ends or a server comes up or back. `LeaseDeskBase` answers the
-lease calls (`leases.LeaseDesk`) with them, under the desk's one lock; a desk says
-where a lease may go now and what becomes of a server a rollout lost.
-
-    class Desk(LeaseDeskBase):
-        def _try_lease_locked(self, pid, wait): ...  # a lease, None to wait, or raise
-        def _lost(self, lease_id): ...  # a rollout could not reach its server
-
-Imports `process_group` (is a leasing process alive), and `pool_servers` for
-`ServerSeats`' type only.
+`LeaseBook` holds each lease by id, with its server (`pool_servers.ServerSeats`) and
+the leasing process: granted, confirmed, handed back, handed back refused
+(`CAPACITY_REACHED`: the server's limit is learned), or reclaimed once that process
+is gone. `LeaseWaiters` holds the requests that found no room: threads on the desk's
+condition, coroutines on a future of their own loop (no thread held), all woken when
+a session ends or a server comes up or back. `LeaseDeskBase` answers the lease calls
+with them under the desk's one lock; a desk says where a lease may go
+(`_try_lease_locked`) and what becomes of a server a rollout lost (`_lost`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -36,14 +28,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
+from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
 from openenv_v1.core.launch.process_group import process_running
+from openenv_v1.core.local_http import LocalEndpoint
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.pool_servers import ServerSeats
 
 WAIT_POLL_S = 0.5
-"""A waiting lease re-checks at least this often (dead leasers, dead servers, time
-bounds)."""
+"""A waiting lease re-checks at least this often (dead leasers and servers, time)."""
 _REAP_EVERY_S = 0.2
 
 _T = TypeVar("_T")
@@ -64,8 +57,7 @@ class LeaseWait:
 
 
 class LeaseBook:
-    """The leases a desk has handed out, by id. `log` is the desk's own logger (a
-    learned session limit is the desk's news)."""
+    """The leases a desk has handed out, by id; `log` is the desk's logger."""
 
     def __init__(self, log: logging.Logger) -> None:
         self._leases: dict[str, Lease] = {}
@@ -76,8 +68,7 @@ class LeaseBook:
         return len(self._leases)
 
     def grant(self, server: ServerSeats, pid: int) -> tuple[str, str]:
-        """A new lease on `server` (which has room) for process `pid`: `(lease id,
-        server URL)`."""
+        """A new lease on `server` for process `pid`: `(lease id, server URL)`."""
         lease_id = uuid.uuid4().hex
         server.leases.add(lease_id)
         self._leases[lease_id] = Lease(server, pid)
@@ -85,8 +76,7 @@ class LeaseBook:
         return lease_id, server.url
 
     def confirm(self, lease_id: str) -> bool:
-        """The leased session was accepted (`ServerSeats.confirm`); whether waiting
-        leases may find room now."""
+        """The leased session was accepted; whether waiting leases may find room."""
         lease = self._leases.get(lease_id)
         return lease is not None and lease.server.confirm(lease_id)
 
@@ -99,8 +89,8 @@ class LeaseBook:
         return lease
 
     def refused(self, lease_id: str) -> bool:
-        """The lease's server answered `CAPACITY_REACHED`: the lease is dropped, and
-        the server capped at the sessions it accepted. Whether the lease was held."""
+        """The lease's server answered `CAPACITY_REACHED`: drop the lease and cap the
+        server at the sessions it accepted; whether the lease was held."""
         lease = self.drop(lease_id)
         if lease is None:
             return False
@@ -111,8 +101,7 @@ class LeaseBook:
         return True
 
     def reap(self) -> bool:
-        """Drop the leases of processes that are gone, at most every `_REAP_EVERY_S`
-        (a burst of waiting leases all tries at once). Whether it looked now."""
+        """Drop gone processes' leases, at most every `_REAP_EVERY_S`; if it looked."""
         now = time.monotonic()
         if now - self._last_reap < _REAP_EVERY_S:
             return False
@@ -135,8 +124,8 @@ class LeaseBook:
 
 
 class LeaseWaiters:
-    """The lease requests waiting for room on a desk whose lock is `cond`; the desk
-    holds it around every call but `until`, which takes it for each try."""
+    """The lease requests waiting for room on a desk whose lock is `cond` (held
+    around every call but `until`, which takes it for each try)."""
 
     def __init__(self, cond: threading.Condition) -> None:
         self._cond = cond
@@ -144,8 +133,7 @@ class LeaseWaiters:
         self._last_progress = time.monotonic()
 
     def notify_locked(self) -> None:
-        """Wake every waiting lease: threads on the condition, coroutines through
-        their future (on their own loop)."""
+        """Wake every waiting lease, threads and coroutines."""
         self._cond.notify_all()
         futures, self._futures = self._futures, set()
         for loop, changed in futures:
@@ -153,28 +141,26 @@ class LeaseWaiters:
                 loop.call_soon_threadsafe(_complete, changed)
 
     def progress_locked(self) -> None:
-        """A session ended (or a server came back): the wait of a lease stuck on
-        full servers starts over (`stuck_locked`); wakes every waiting lease."""
+        """A session ended or a server came back: `stuck_locked` waits start over;
+        wakes every waiting lease."""
         self._last_progress = time.monotonic()
         self.notify_locked()
 
     def stuck_locked(self, wait: LeaseWait, limit_s: float) -> bool:
-        """Every server is full for the request `wait`: whether they have been, with
-        no progress, for `limit_s`."""
+        """Whether every server has been full, with no progress, for `limit_s`."""
         now = time.monotonic()
         wait.full_since = wait.full_since or now
         return now - max(wait.full_since, self._last_progress) >= limit_s
 
     def block_locked(self, attempt: Callable[[], _T | None]) -> _T:
-        """`attempt()` until it gives something, the calling thread waiting on the
-        condition (held) between tries."""
+        """`attempt()` until it gives something, waiting on the (held) condition."""
         while (got := attempt()) is None:
             self._cond.wait(WAIT_POLL_S)
         return got
 
     async def until(self, attempt: Callable[[], _T | None]) -> _T:
         """`attempt()` (under the condition) until it gives something, awaiting a
-        future `notify_locked` completes between tries: no thread is held."""
+        future `notify_locked` completes between tries."""
         loop = asyncio.get_running_loop()
         while True:
             changed = loop.create_future()
@@ -191,15 +177,36 @@ class LeaseWaiters:
 
 
 class LeaseDeskBase(ABC):
-    """The lease calls of a desk (`leases.LeaseDesk`) over its `LeaseBook` and
-    `LeaseWaiters`, under its one lock, `_cond`. `log` is the desk's logger."""
+    """The lease calls of a desk (`leases.LeaseDesk`) under its one lock, `_cond`."""
 
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(self, log: logging.Logger, name: str) -> None:
         self._cond = threading.Condition()
+        self._closed = threading.Event()
+        self._http: LocalEndpoint | None = None
+        self._endpoint_name = name
         self._book = LeaseBook(log)
         self._waiters = LeaseWaiters(self._cond)
-        self._waiting = 0
-        """Lease requests waiting for room."""
+        self._waiting = 0  # lease requests waiting for room
+
+    def serve_http(self) -> str:
+        """Serve leases to the eval's other processes (`local_http`); returns the
+        endpoint's address, `EnvTarget.pool_url`."""
+        self._open()
+        if self._http is None:
+            self._http = LocalEndpoint(
+                functools.partial(answer_lease_request, self), name=self._endpoint_name
+            )
+            self._http.start_in_thread()
+        return self._http.address
+
+    def local(self) -> LocalLeases:
+        """Leases for rollouts in this process: no socket, no thread per wait."""
+        self._open()
+        return LocalLeases(self)
+
+    def _open(self) -> None:
+        """Before a lease face opens (a `ServerPool` launches its first server)."""
+        return None
 
     async def lease_async(
         self,
@@ -207,12 +214,10 @@ class LeaseDeskBase(ABC):
         unreachable: str | None = None,
         pid: int | None = None,
     ) -> tuple[str, str]:
-        """A `(lease id, server URL)` with room for one more session, waiting on a
-        future the desk completes when a server comes up or back or a session ends
-        (no thread held). `rejected` hands back a lease whose server answered
-        `CAPACITY_REACHED` (its limit is learned); `unreachable` one whose server
-        could not be reached (`_lost`). `pid`: the leasing process, this one by
-        default. Raises `EnvFailure` when the desk gives up (its module says when)."""
+        """A `(lease id, server URL)` with room for one more session, waiting with no
+        thread held. `rejected` hands back a lease whose server answered
+        `CAPACITY_REACHED`; `unreachable` one whose server could not be reached.
+        `pid`: the leasing process (this one). `EnvFailure` when the desk gives up."""
         if unreachable is not None:
             await anyio.to_thread.run_sync(self._lost, unreachable)
         wait, pid = LeaseWait(), os.getpid() if pid is None else pid
@@ -225,16 +230,13 @@ class LeaseDeskBase(ABC):
                 self._waiting -= 1
 
     def confirm(self, lease_id: str) -> None:
-        """The leased session was accepted: it counts toward what the server is
-        known to hold (and a limit learned too low is raised to it)."""
+        """The leased session was accepted (a limit learned too low is raised)."""
         with self._cond:
             if self._book.confirm(lease_id):
                 self._waiters.notify_locked()
 
     def release(self, lease_id: str, lost: bool = False) -> None:
-        """The rollout is done with its session. `lost`: its server failed it (a
-        refused or closed connection), as `unreachable` of `lease_async` says
-        without a lease in return."""
+        """The rollout is done with its session; `lost`: its server failed it."""
         if lost:
             self._lost(lease_id)
             return
@@ -248,8 +250,7 @@ class LeaseDeskBase(ABC):
             return len(self._book)
 
     def _enter_locked(self, rejected: str | None) -> None:
-        """A lease request begins to wait: hand back its `rejected` lease, count it
-        (`_waiting`, until it leaves)."""
+        """A lease request begins to wait: hand back its `rejected` lease, count it."""
         if rejected is not None and self._book.refused(rejected):
             self._waiters.notify_locked()
         self._waiting += 1
@@ -261,9 +262,8 @@ class LeaseDeskBase(ABC):
 
     @abstractmethod
     def _lost(self, lease_id: str) -> None:
-        """A rollout could not reach the server of `lease_id` (could not connect, or
-        the connection was refused or closed); the lease is dropped and the desk
-        decides what becomes of the server. Runs off the lock."""
+        """A rollout could not reach the server of `lease_id`: drop the lease, decide
+        what becomes of the server. Runs off the lock."""
 
 
 def _complete(changed: asyncio.Future) -> None:

@@ -1,15 +1,8 @@
-"""How a rollout leases a shared env server: the lease face, in process and over HTTP.
-
-A `ServerPool` lends its servers through `PoolLeases`' three calls (lease, confirm,
-release, which may say the server was `lost`): in its own process by `LocalLeases` (`ServerPool.local()`), from other
-processes of the eval by `PoolClient` over the pool's loopback endpoint
-(`local_http`: a unix socket and a token; `ServerPool.serve_http()`), whose
-requests `answer_lease_request` answers; the actions are the `*_PATH` names.
-`target.open_env` is the one caller: it leases, opens its session, and confirms or
-hands the lease back.
-
-Imports only `openenv_v1.core`'s shared modules: the pool imports this, never the
-other way round (`LeaseDesk` is the pool's side as this module needs it).
+"""Both ends of a lease: `PoolLeases`' three calls (lease, confirm, release), in the
+desk's process (`LocalLeases`) or from the eval's other processes (`PoolClient`,
+over the desk's `local_http` endpoint, whose requests `answer_lease_request`
+answers). `target.open_env` is the one caller. The desks import this, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -38,8 +31,7 @@ _LEASE_SEND_ATTEMPTS = 5
 
 
 class PoolLeases(Protocol):
-    """Where a rollout leases a shared server: a `ServerPool`'s `local()` leases, or
-    `PoolClient` over its HTTP endpoint."""
+    """Where a rollout leases a shared server."""
 
     async def lease(
         self, *, rejected: str | None, unreachable: str | None
@@ -53,8 +45,7 @@ class PoolLeases(Protocol):
 
 
 class LeaseDesk(Protocol):
-    """A desk's side of a lease (`lease_book.LeaseDeskBase`: `pool.ServerPool`,
-    `url_pool.UrlPool`)."""
+    """A desk's side of a lease (`lease_book.LeaseDeskBase`)."""
 
     async def lease_async(
         self,
@@ -69,8 +60,7 @@ class LeaseDesk(Protocol):
 
 
 class LocalLeases:
-    """The lease side of a `ServerPool` for rollouts in the pool's own process: no
-    socket, no thread per wait."""
+    """A desk's leases for rollouts in its own process: no socket, no thread."""
 
     def __init__(self, pool: LeaseDesk) -> None:
         self._pool = pool
@@ -89,9 +79,9 @@ class LocalLeases:
 
 
 class PoolClient:
-    """The rollout side of a `ServerPool`'s lease endpoint. A request the endpoint
-    could not take (a reset or refused connection in a burst) is sent again, a few
-    times with backoff; the pool's answers themselves are not retried."""
+    """The rollout side of a desk's lease endpoint. A request it could not take (a
+    reset or refused connection in a burst) is sent again, a few times with
+    backoff; the desk's answers are not retried."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -127,8 +117,7 @@ class PoolClient:
         await self._tell(RELEASE_PATH, {"lease": lease, "lost": lost})
 
     async def _tell(self, action: str, body: dict[str, Any]) -> None:
-        """A notice the rollout need not wait on the answer of (a lost one is made
-        up for by the pool: a dead process's leases are reclaimed)."""
+        """A notice not waited on (a dead process's leases are reclaimed)."""
         with contextlib.suppress(httpx.HTTPError):
             async with local_client(self.url, 5.0) as http:
                 await http.post(f"/{action}", json=body)
@@ -137,9 +126,8 @@ class PoolClient:
 async def answer_lease_request(
     pool: LeaseDesk, action: str, body: dict[str, Any]
 ) -> tuple[int, Mapping[str, Any]]:
-    """One request to `pool`'s lease endpoint (from a `PoolClient`), on the
-    endpoint's event loop: 200 with the answer, 503 with the pool's `EnvFailure`,
-    400 for a malformed body, 404 for an unknown action."""
+    """One request to `pool`'s lease endpoint: 200 with the answer, 503 with the
+    pool's `EnvFailure`, 400 for a malformed body, 404 for an unknown action."""
     try:
         if action == LEASE_PATH:
             lease_id, url = await pool.lease_async(

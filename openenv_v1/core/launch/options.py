@@ -1,20 +1,10 @@
 """`provider_kwargs` read into a launcher's own options: one reader for every place.
 
-A launcher declares what it may be given as a pydantic model (`extra="forbid"`,
-each field with a docstring). `read_options` reads a target's `provider_kwargs`
-into it, over the defaults the env folder's `openenv.yaml` declares for the
-model's fields (`manifest.manifest_defaults`; what is set wins). Keys in `ignore`
-are dropped with a warning saying why (an image launcher ignores a UV launch's
-options); anything else unknown or invalid is an `EnvFailure` naming each problem
-and the known keys:
-
-    options = read_options(DockerOptions, target.provider_kwargs, "Docker",
-        "provider_kwargs", ignore=UV_ONLY_OPTIONS,
-        because="the image runs its own command")
-    # EnvFailure: bad Docker option in provider_kwargs: memroy: Extra inputs are
-    #   not permitted (known: image, tag, ...)
-
-Imports `openenv_v1.core.errors` and `openenv_v1.core.manifest` (when called).
+A launcher declares its keys as a pydantic model (`extra="forbid"`, each field with
+a docstring); `read_options` reads `provider_kwargs` into it over the defaults of the
+env folder's `openenv.yaml` (`manifest.manifest_defaults`), a launcher that does not
+run uv dropping the UV keys (`UVOptions`) it lacks with a warning; anything else
+unknown or invalid is an `EnvFailure` naming each problem and the known keys.
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.setting_names import setting
@@ -33,26 +23,40 @@ logger = logging.getLogger(__name__)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 
-def read_options(
-    model: type[OptionsT],
-    provider_kwargs: Mapping[str, Any],
-    launcher: str,
-    where: str,
-    *,
-    ignore: Collection[str] = (),
-    because: str = "",
-) -> OptionsT:
-    """`provider_kwargs` over the manifest's defaults, read as `model`. Keys in
-    `ignore` are dropped, with a warning that `launcher` launches ignore them
-    (`because`); an unknown or invalid one raises `EnvFailure` "bad `launcher`
-    option in `where`: ..." naming each problem and every field of `model`."""
-    from openenv_v1.core.manifest import manifest_defaults
+class UVOptions(BaseModel):
+    """The UV keys of `provider_kwargs`."""
 
-    kwargs = {
-        **manifest_defaults(model.model_fields, provider_kwargs),
-        **provider_kwargs,
-    }
-    ignored = sorted(set(ignore) & kwargs.keys())
+    model_config = ConfigDict(extra="forbid")
+
+    project_path: str | None = None
+    """The env's source checkout (a uv project), or a `git+` URL; unset, the
+    Space's repository (`git+https://huggingface.co/spaces/<env>`)."""
+    app: str | None = None
+    """The ASGI app uvicorn serves (`<pkg>.server.app:app`); unset, the candidates
+    the project's own files name are tried in turn."""
+    host: str = "127.0.0.1"
+    """Address uvicorn binds (a wildcard one is reached at 127.0.0.1)."""
+    port: int | None = None
+    """Port uvicorn binds; unset, a free one (another if it is taken first)."""
+    workers: int = Field(1, ge=1)
+    """uvicorn's worker processes."""
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of the server, beside its allow-list (`server_env`)."""
+    reload: bool = False
+    """uvicorn's `--reload`."""
+    context_timeout_s: float
+    """Seconds the server may take to answer `/health` (the target's
+    `launch_timeout_s` unless set)."""
+    web_ui: bool
+    """Let the server import gradio (the target's `web_ui` unless set)."""
+
+
+def drop_uv_options(
+    kwargs: Mapping[str, Any], known: Collection[str], launcher: str, because: str
+) -> dict[str, Any]:
+    """`kwargs` without the `UVOptions` keys not in `known`, with a warning that
+    `launcher` launches ignore them (`because`)."""
+    ignored = sorted((UVOptions.model_fields.keys() - set(known)) & kwargs.keys())
     if ignored:
         logger.warning(
             "%s launches ignore %s %s (%s)",
@@ -61,8 +65,29 @@ def read_options(
             ", ".join(ignored),
             because,
         )
-    for key in ignored:
-        kwargs.pop(key)
+    return {k: v for k, v in kwargs.items() if k not in ignored}
+
+
+def read_options(
+    model: type[OptionsT],
+    provider_kwargs: Mapping[str, Any],
+    launcher: str,
+    where: str,
+    *,
+    because: str | None = None,
+) -> OptionsT:
+    """`provider_kwargs` over the manifest's defaults, read as `model`; with
+    `because`, UV keys `model` lacks are dropped (`drop_uv_options`). An unknown or
+    invalid key raises `EnvFailure` "bad `launcher` option in `where`: ..." naming
+    each problem and every field of `model`."""
+    from openenv_v1.core.manifest import manifest_defaults
+
+    kwargs = {
+        **manifest_defaults(model.model_fields, provider_kwargs),
+        **provider_kwargs,
+    }
+    if because is not None:
+        kwargs = drop_uv_options(kwargs, model.model_fields, launcher, because)
     try:
         return model(**kwargs)
     except ValidationError as e:
@@ -76,4 +101,4 @@ def read_options(
         ) from None
 
 
-__all__ = ["OptionsT", "read_options"]
+__all__ = ["OptionsT", "UVOptions", "drop_uv_options", "read_options"]

@@ -1,25 +1,14 @@
 """Which launcher runs an env server: one module per place, one face for all.
 
-`Launcher` is that face, OpenEnv's provider shape as `ServerPool` and `open_env`
-drive it: `start(**start_args) -> url`, `wait_for_ready() -> url` (always the URL
-the server answers at, which may differ from `start`'s: a relaunch on another
-port, a container run again), `running()`, `stop(grace_s)`, plus `app_choice` (what
-it serves, when it chose) and `run_on_owner` (where forks that must die with their
-owner run; `run_here` by default). Each place is a module with a
-`*_launch_plan(target) -> LaunchPlan`; adding a place adds a module and a line in
-`PLACES`.
+`Launcher` is that face (OpenEnv's provider shape). Each place is a module with a
+`*_launch_plan(target) -> LaunchPlan` and may have `preflight(target)`, which fails
+when the place cannot be used at all (its SDK is missing): `check_launcher` runs it
+when a taskset is built, `launch_plan` before each launch. Adding a place adds a
+module and a line in `PLACES`, imported by name only when a target asks for it.
 
     plan = launch_plan(target)
     plan.launcher.start(**plan.start_args)
     url = plan.launcher.wait_for_ready()
-
-A place's module may also have `preflight(target)`, which raises `EnvFailure` when
-the place cannot be used at all (its SDK is not installed): `check_launcher` runs it
-when a taskset is built, before any rollout, and `launch_plan` before each launch.
-
-Imports the places' modules only when a target asks for one (`PLACES`, by name), and
-`EnvTarget` only for its type: `target` imports this, never the other way round; the
-places import it for `LaunchPlan` and `run_here`.
 """
 
 from __future__ import annotations
@@ -37,7 +26,7 @@ from typing import (
     runtime_checkable,
 )
 
-from openenv_v1.core.errors import EnvFailure, describe
+from openenv_v1.core.errors import EnvFailure, describe, redact
 from openenv_v1.core.setting_names import setting
 
 if TYPE_CHECKING:
@@ -60,16 +49,15 @@ class Launcher(Protocol):
     """One env server at one place, as `ServerPool` and `open_env` drive it.
 
     `start` forks or creates the server and returns its URL; `wait_for_ready`
-    blocks until it answers and returns the URL it answers at (raising `EnvFailure`,
-    naming the cause, when it cannot); `running` never blocks (the pool asks under
-    its lock); `stop` is idempotent, ends what `start` made (a start still under way
-    ends its own), and no start follows it."""
+    blocks until it answers and returns the URL it answers at (which may differ:
+    a relaunch), or raises `EnvFailure` naming the cause; `running` never blocks
+    (the pool asks under its lock); `stop` is idempotent, ends what `start` made (a
+    start still under way ends its own), and no start follows it."""
 
     app_choice: AppChoice | None
-    """The app it serves and why, when the launcher chose one (UV); None when the
-    image runs its own command."""
+    """The app it serves and why, when the launcher chose one (UV)."""
     run_on_owner: Callable[[Callable[[], Any]], Any]
-    """Runs a callable on the thread the server must die with (a relaunch)."""
+    """Runs a callable on the thread the server must die with (`run_here` unset)."""
 
     def start(self, **start_args: Any) -> str: ...
 
@@ -82,9 +70,8 @@ class Launcher(Protocol):
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """A launch to make: the launcher, the keyword arguments of its `start()`, and
-    how many servers a `ServerPool` launches from the start (a Swarm service's tasks
-    in host mode, each a server)."""
+    """A launch to make: the launcher, its `start()` arguments, and how many servers
+    a `ServerPool` launches from the start (a Swarm service's tasks)."""
 
     launcher: Launcher
     start_args: Mapping[str, Any] = field(default_factory=dict)
@@ -92,15 +79,13 @@ class LaunchPlan:
 
 
 def run_here(fn: Callable[[], _T]) -> _T:
-    """A launcher's `run_on_owner` until its owner sets one: run `fn` on this
-    thread."""
+    """A launcher's `run_on_owner` until its owner sets one: `fn()` here."""
     return fn()
 
 
 @dataclass(frozen=True)
 class Place:
-    """A place env servers run: its module, the module's plan function, and its name
-    in messages."""
+    """A place env servers run: its module, plan function and name in messages."""
 
     module: str
     plan: str
@@ -128,10 +113,9 @@ assert set(PLACES) == set(get_args(ProviderName))
 def settle_use_docker(
     provider: str | None, *, use_docker: bool, base_url: str | None
 ) -> bool:
-    """The `use_docker` a config means, given its `provider` (`docker` turns it on:
-    one meaning, two spellings). Raises `ValueError` for a launch (`use_docker` or a
-    provider) with `base_url`, or `use_docker` with another provider, naming the
-    settings to change by token (the config renders them)."""
+    """The `use_docker` a config means, given its `provider` (`docker` turns it on).
+    `ValueError` naming the settings to change for a launch with `base_url`, or
+    `use_docker` with another provider."""
     drop_base_url = f"drop {setting('base_url')}"
     if base_url and use_docker:
         raise ValueError(
@@ -162,6 +146,7 @@ def launcher_label(name: str) -> str:
 
 
 def _place_module(target: EnvTarget) -> tuple[Place, Any]:
+    """`target`'s place and module, its `preflight` passed."""
     name = target.launcher
     place = PLACES.get(name)
     if place is None:
@@ -178,6 +163,9 @@ def _place_module(target: EnvTarget) -> tuple[Place, Any]:
             f"provider {name!r} is not available in this openenv-v1 (no module "
             f"{place.module}): upgrade openenv-v1, or pick another provider"
         ) from None
+    preflight = getattr(module, "preflight", None)
+    if preflight is not None:
+        preflight(target)
     return place, module
 
 
@@ -185,28 +173,22 @@ def check_launcher(target: EnvTarget) -> None:
     """Fail now, naming the fix, when `target`'s launcher cannot be used at all (an
     unknown provider, or one whose SDK is not installed). Nothing for a `base_url`
     target."""
-    if target.connects:
-        return
-    _, module = _place_module(target)
-    preflight = getattr(module, "preflight", None)
-    if preflight is not None:
-        preflight(target)
+    if not target.connects:
+        _place_module(target)
 
 
 def launch_plan(target: EnvTarget) -> LaunchPlan:
-    """The launch of `target` at its place (`target.launcher`: `provider`, else
-    Docker with `use_docker`, else UV). Raises `EnvFailure` for bad options or a
-    place that cannot be used."""
+    """The launch of `target` at its place (`target.launcher`); `EnvFailure` for bad
+    options or a place that cannot be used."""
     place, module = _place_module(target)
-    preflight = getattr(module, "preflight", None)
-    if preflight is not None:
-        preflight(target)
     return getattr(module, place.plan)(target)
 
 
 def launch_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
-    """The failure of a launch of `target`, naming the launcher and the cause: an
-    `EnvFailure`'s own text (the server's output tail), or the exception described."""
+    """The failure of a launch of `target`, naming the launcher and the cause, with
+    the secret values of `target` redacted (a launcher's message may quote a
+    command line, an SDK's request, or the server's output)."""
     cause = str(exc) if isinstance(exc, EnvFailure) else describe(exc)
     how = launcher_label(target.launcher)
-    return EnvFailure(f"cannot launch {target.env} with {how}: {cause}")
+    failure = f"cannot launch {target.env} with {how}: {cause}"
+    return EnvFailure(redact(failure, target.secret_env.values()))

@@ -1,61 +1,35 @@
 """Env servers launched once and shared by many rollouts, each on its own session.
 
-An OpenEnv server gives every WebSocket connection its own environment instance, up to
-its session limit. So one launched server can serve many rollouts at once, instead of
-each rollout paying for its own `uv run ... uvicorn` start. `ServerPool` lives in the
-process that builds the taskset (the eval, or one env-server worker):
+An OpenEnv server gives every WebSocket connection its own env instance, up to its
+session limit, so `ServerPool` launches servers and leases them to rollouts
+(`lease_book`):
 
-- it launches the first server as soon as it is started, so the start-up overlaps
-  the framework's own (or as many as the launcher's `servers_at_start` says: a Swarm
-  service's tasks in host mode, each a server);
-- rollouts lease a server (`leases`): in the pool's own process through `local()`
-  (verifiers 0.4, where every episode runs in the eval or env-server process), or
-  from other processes over a small local HTTP endpoint (`serve_http()`; verifiers
-  0.2's user simulators): a unix socket in a 0700 directory with a token, JSON only,
-  bounded connections (`local_http.LocalEndpoint`), where waiting leases hold no
-  thread. A lease names the server URL and is returned when the
-  rollout ends, or reclaimed when the leasing process is gone;
-- the session limit is learned: a rollout refused with `CAPACITY_REACHED` hands its
-  lease back as `rejected`, which caps that server at the sessions it already holds;
-  while every server is full, as many more are launched at once as the waiting
-  leases need, within `max_servers` or the host's memory (`pool_growth`);
-- a lease waits while servers start or sessions end; it fails only when every
-  server stayed full, with no session ending, for `capacity_wait_s`;
-- a failed first launch (wrong `app`, missing dependency) fails every waiting lease
-  at once with the launcher's diagnosis. Once a server of the pool has come up, a
-  launch that fails is that server's loss (killed while it started): it is dropped
-  and replaced, and only `LAUNCH_FAILURES` failed launches in a row, none up in
-  between, fail the waiting leases. A server that dies later is dropped and replaced;
-- a server is taken out at its first failure: one a rollout lost (its lease handed
-  back as `unreachable`, or released as `lost`: a refused or closed connection) gets
-  no new leases from that moment. It is dropped at once if its process is gone;
-  else its `/health` is probed, and it is dropped (with its other sessions) only when
-  `HEALTH_PROBES` probes in a row fail; one that answers takes leases again.
+- the first server (or the plan's `servers_at_start`) launches at `start()`;
+- a lease handed back `rejected` (`CAPACITY_REACHED`) caps its server at the
+  sessions it holds; while all are full, as many more launch as the waiting leases
+  need, within `max_servers` and the host's memory (`pool_growth`);
+- a lease fails only when every server stayed full, no session ending, for
+  `capacity_wait_s`, or when launches fail (`pool_servers.LAUNCH_FAILURES`);
+- a server a rollout lost takes no new leases: dropped at once if its process is
+  gone, else after `HEALTH_PROBES` failed `/health` probes in a row.
 
-Servers are forked from one long-lived thread, so a pool killed outright still takes
-them with it (`pool_launch`); `close()` (also run at exit) stops them all.
-
-`ServerPool` is a lease desk as `url_pool.UrlPool` is (`lease_book`: the leases, the
-requests waiting for room, the lease calls, under the desk's one lock), over parts of
-its own, each in its module: its servers and what their launches said
-(`pool_servers.PoolServers`), the launches (`pool_launch`), how far it grows
-(`pool_growth`). Both ends of a lease (in process, and the endpoint's requests and
-client) are `leases`'.
+Servers are forked from one long-lived thread (`pool_launch`); `close()` (also at
+exit) stops them all.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import threading
-import time
+
+from tenacity import stop_after_attempt, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.lease_book import LeaseDeskBase, LeaseWait
-from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
+from openenv_v1.core.launch.leases import LocalLeases
 from openenv_v1.core.launch.plan import Launcher
 from openenv_v1.core.launch.pool_growth import MEMORY_FLOOR_BYTES, Growth
 from openenv_v1.core.launch.pool_launch import PoolState, ServerLaunches
@@ -63,9 +37,8 @@ from openenv_v1.core.launch.pool_servers import (
     LAUNCH_FAILURES,
     PooledServer,
     PoolServers,
-    answers_health,
+    answers_again,
 )
-from openenv_v1.core.local_http import LocalEndpoint
 from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
@@ -77,13 +50,7 @@ _PROBE_SPACING_S = 1.0
 
 
 class ServerPool(LeaseDeskBase):
-    """Shared env servers (UV processes or containers) for one env target; see the
-    module docstring.
-
-    `start()` launches the first server; rollouts in this process lease through
-    `local()`, rollouts in other processes through the URL `serve_http()` returns
-    (`EnvTarget.pool_url`). Thread-safe; `close()` is idempotent.
-    """
+    """Shared env servers for one env target. Thread-safe; `close()` is idempotent."""
 
     def __init__(
         self,
@@ -95,12 +62,12 @@ class ServerPool(LeaseDeskBase):
     ) -> None:
         if target.base_url or not target.env:
             raise ValueError("ServerPool launches env servers: give it an `env` target")
-        super().__init__(logger)
+        super().__init__(logger, "pool")
         self._target = target
         self._growth = Growth(target, max_servers)
         self._capacity_wait_s = capacity_wait_s
         self._servers = PoolServers()
-        self._closed = threading.Event()
+
         self._launches = ServerLaunches(
             target,
             sessions_per_server,
@@ -108,13 +75,6 @@ class ServerPool(LeaseDeskBase):
             logger,
         )
         self._started = False
-        self._http: LocalEndpoint | None = None
-
-    @property
-    def url(self) -> str:
-        """The lease endpoint's address (`local_http`: its socket and token)."""
-        assert self._http is not None, "ServerPool.serve_http() was not called"
-        return self._http.address
 
     def start(self) -> None:
         """Launch the first server; returns at once (it comes up in the background)."""
@@ -123,42 +83,22 @@ class ServerPool(LeaseDeskBase):
                 return
             self._started = True
             first = self._launches.launch_locked()
-            # A plan may run several servers from the start (a Swarm service's
-            # tasks in host mode): each is a server of the pool.
             for _ in range(first.servers_at_start - 1):
                 if not self._growth.may_add(len(self._servers)):
                     break
                 self._launches.launch_locked()
         atexit.register(self.close)
 
-    def serve_http(self) -> str:
-        """Start the pool (if not yet) and serve leases to other processes of this
-        eval; returns the lease endpoint's address (`local_http.local_client`)."""
-        if self._http is None:
-            self._http = LocalEndpoint(
-                functools.partial(answer_lease_request, self), name="pool"
-            )
-            self._http.start_in_thread()
+    def _open(self) -> None:
         self.start()
-        return self.url
-
-    def local(self) -> LocalLeases:
-        """Leases for rollouts in this process: no socket, no thread per wait."""
-        self.start()
-        return LocalLeases(self)
 
     def lease(
         self, pid: int, rejected: str | None = None, unreachable: str | None = None
     ) -> tuple[str, str]:
         """A `(lease id, server URL)` with room for one more session, waiting for a
-        server to start or a session to end. Raises `EnvFailure` when no server can be
-        had: a failed launch (with its diagnosis), or every server full, with no
-        session ending, for longer than `capacity_wait_s`.
-
-        `rejected` hands back a lease whose server answered `CAPACITY_REACHED`;
-        `unreachable` one whose server could not be connected to, which is dropped
-        (and stopped) unless it answers `/health` (`_lost`). Blocks the calling
-        thread; `lease_async` is the event loop's way."""
+        server to start or a session to end; blocks (`lease_async` is the event
+        loop's way). `rejected` and `unreachable` hand a lease back as the module
+        docstring says. Raises `EnvFailure` when no server can be had."""
         if unreachable is not None:
             self._lost(unreachable)
         wait = LeaseWait()
@@ -172,8 +112,7 @@ class ServerPool(LeaseDeskBase):
                 self._waiting -= 1
 
     def close(self) -> None:
-        """Stop serving leases and stop every launched server (their whole process
-        groups). Safe to call more than once."""
+        """Stop serving leases and every launched server; idempotent."""
         with self._cond:
             if self._closed.is_set():
                 return
@@ -204,21 +143,19 @@ class ServerPool(LeaseDeskBase):
 
     def _try_lease_locked(self, pid: int, wait: LeaseWait) -> tuple[str, str] | None:
         """A lease on the least busy server with room, or None to wait; launches the
-        servers the waiting leases need. Raises `EnvFailure` as `lease` says."""
+        servers the waiting leases need."""
         if self._closed.is_set():
             raise EnvFailure("the shared env server pool was closed")
         self._reap_locked()
         candidates = self._servers.with_room()
         if candidates:
             return self._book.grant(min(candidates, key=lambda s: len(s.leases)), pid)
-        # A suspect server is being probed: wait for its verdict, as for a start.
         starting = self._servers.starting()
         if not starting and self._servers.failure is not None:
             raise EnvFailure(self._servers.failure)
         if self._servers.on_trial():
-            # Sessions on trial (on a server of unknown limit, or one that may
-            # hold more than it seemed) end within one request's timeout; then the
-            # limits are known and the launches below fit the demand.
+            # Sessions on trial end within a request's timeout; then the limits
+            # are known and the launches below fit the demand.
             return None
         if starting or self._grow_locked():
             # A starting server's own launch timeout bounds the wait.
@@ -236,9 +173,8 @@ class ServerPool(LeaseDeskBase):
         return None
 
     def _grow_locked(self) -> bool:
-        """Every server is up and full (or none is left): launch the servers the
-        leases held and waited for need (`pool_growth`). False when none may be
-        launched (`max_servers`, or the host's memory)."""
+        """Launch the servers the leases held and waited for need (`pool_growth`);
+        False when none may be launched."""
         wanted = self._growth.wanted(self._servers, len(self._book) + self._waiting)
         launched = 0
         while launched < wanted and self._growth.memory_allows(self._servers):
@@ -247,20 +183,15 @@ class ServerPool(LeaseDeskBase):
         return launched > 0
 
     def _reap_locked(self) -> None:
-        """Drop leases of processes that are gone and servers that died (at most
-        every so often: `LeaseBook.reap`)."""
+        """Drop leases of processes that are gone and servers that died."""
         if self._book.reap():
             for server in self._servers.dead():
                 self._drop_server_locked(server, "exited")
 
     def _lost(self, lease_id: str) -> None:
-        """A rollout lost its leased server (could not connect, or the connection
-        was refused or closed). It takes no new leases from now; one whose process
-        is gone is dropped at once. Else the process may still look alive (uv
-        outlives uvicorn for a moment; a hung server never exits), and a busy one
-        may just be slow: its `/health` is probed, off the lock and in the
-        background, and it is dropped only after `HEALTH_PROBES` failures in a
-        row."""
+        """A rollout lost its leased server: no new leases go to it; dropped now if
+        its process is gone, else probed in the background (a live-looking process
+        may be hung, or a busy one just slow)."""
         with self._cond:
             lease = self._book.drop(lease_id)
             self._waiters.notify_locked()
@@ -282,16 +213,14 @@ class ServerPool(LeaseDeskBase):
 
     def _probe_suspect(self, server: PooledServer) -> None:
         assert server.url is not None
-        for attempt in range(HEALTH_PROBES):
-            if attempt:
-                time.sleep(_PROBE_SPACING_S)
-            if self._closed.is_set():
-                return
-            if answers_health(server.url):
-                with self._cond:
-                    server.suspect = False
-                    self._waiters.notify_locked()
-                return
+        probes = stop_after_attempt(HEALTH_PROBES), wait_fixed(_PROBE_SPACING_S)
+        if answers_again(server.url, self._closed, *probes):
+            with self._cond:
+                server.suspect = False
+                self._waiters.notify_locked()
+            return
+        if self._closed.is_set():
+            return
         with self._cond:
             if server in self._servers:
                 self._drop_server_locked(
@@ -299,8 +228,7 @@ class ServerPool(LeaseDeskBase):
                 )
 
     def _drop_server_locked(self, server: PooledServer, why: str) -> None:
-        """Forget a broken server and its leases; its process group is killed off
-        the lock, with no grace period since it is not serving anyone."""
+        """Forget a broken server and its leases; killed off the lock, no grace."""
         logger.warning("shared env server %s %s; dropping it", server.url, why)
         self._servers.remove(server)
         self._book.forget_server(server)

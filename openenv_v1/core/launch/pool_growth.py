@@ -1,17 +1,10 @@
 """How far a `ServerPool` grows while every server is full, and what stops it.
 
-While every server is up and full (or none is left), the pool launches as many as
-the leases held and waiting need, at the largest session limit seen (one alone while
-none is known), up to `max_servers` if set; without it, while the host keeps memory
-for one more: a launch must leave `MEMORY_FLOOR_BYTES` free, or twice the memory of
-the largest running server, whichever is more. A fixed `port` in `provider_kwargs`
-can be bound once, so it means one server.
-
-    growth = Growth(target, max_servers=None)
-    wanted = growth.wanted(servers, demand=len(book) + waiting)
-    growth.memory_allows(servers)  # before each of those launches
-
-Imports `pool_servers` and `env_target` for their types only.
+The pool launches as many servers as the leases held and waiting need, at the
+largest session limit seen (one while none is known), up to `max_servers`; without
+it, while a launch leaves `MEMORY_FLOOR_BYTES` free, or twice the memory of the
+largest running server, whichever is more. A fixed `port` in `provider_kwargs` can
+be bound once: one server.
 """
 
 from __future__ import annotations
@@ -35,7 +28,6 @@ class Growth:
 
     def __init__(self, target: EnvTarget, max_servers: int | None) -> None:
         self._fixed_port = "port" in target.provider_kwargs
-        # A fixed port can only be bound once.
         self.max_servers = 1 if self._fixed_port else max_servers
 
     def may_add(self, launched: int) -> bool:
@@ -43,8 +35,7 @@ class Growth:
         return self.max_servers is None or launched < self.max_servers
 
     def wanted(self, servers: PoolServers, demand: int) -> int:
-        """How many servers to launch now for `demand` leases (held and waiting),
-        within `max_servers`; memory is `memory_allows`'s, launch by launch."""
+        """Servers to launch now for `demand` leases, within `max_servers`."""
         per_server = servers.per_server()
         room = sum(s.capacity or per_server for s in servers)
         wanted = max(1, math.ceil((demand - room) / per_server)) if per_server else 1
@@ -53,8 +44,7 @@ class Growth:
         return wanted
 
     def memory_allows(self, servers: PoolServers) -> bool:
-        """With no `max_servers`, a launch must leave `MEMORY_FLOOR_BYTES` free, or
-        twice the memory of the largest running server, whichever is more."""
+        """Whether the host's memory allows one more launch (the module docstring)."""
         if self.max_servers is not None or not len(servers):
             return True
         available = available_memory()

@@ -1,20 +1,10 @@
 """How a `ServerPool`'s servers are launched, and how each launch ends.
 
-Servers are forked from one long-lived thread, which is what their parent-death signal
-is tied to: if the pool's process is killed outright, they still get SIGTERM. Each
-launch then waits for `/health` on a thread of its own and says how it ended, under
-the pool's lock: up (`PoolServers.came_up`: it takes leases), or failed, its output
-redacted of the target's secrets (`PoolServers.launch_failed` says whether that fails
-the waiting leases or is that server's own loss), or cancelled by the pool's close.
-Either way the waiting leases are woken.
-
-    launches = ServerLaunches(target, None, PoolState(cond, servers, waiters, closed), log)
-    with cond:
-        plan = launches.launch_locked()  # the server comes up in the background
-    launches.shutdown()
-
-Imports `plan` (a target's launch plan and its failure), `lease_book` and
-`pool_servers` (the records a launch changes).
+Servers are forked from one long-lived thread, which their parent-death signal is
+tied to: a pool's process killed outright still takes them with it. Each launch then
+waits for `/health` on a thread of its own and records, under the pool's lock, that
+it came up, failed (`PoolServers.launch_failed`: the waiting leases' failure, or the
+server's own loss), or was cancelled by the pool's close; the waiting leases wake.
 """
 
 from __future__ import annotations
@@ -27,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from openenv_v1.core.errors import redact
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.lease_book import LeaseWaiters
 from openenv_v1.core.launch.plan import LaunchPlan, launch_failure, launch_plan
@@ -36,8 +25,7 @@ from openenv_v1.core.launch.pool_servers import PooledServer, PoolServers, group
 
 @dataclass(frozen=True)
 class PoolState:
-    """What a launch changes of its pool's: the pool's lock, its servers, its
-    waiting leases, and whether it is closed."""
+    """What a launch changes of its pool's."""
 
     cond: threading.Condition
     servers: PoolServers
@@ -46,8 +34,7 @@ class PoolState:
 
 
 class ServerLaunches:
-    """The launches of one pool's servers for `target`, each server taking
-    `sessions_per_server` (None: learned). `log` is the pool's logger."""
+    """The launches of one pool's servers, each taking `sessions_per_server`."""
 
     def __init__(
         self,
@@ -63,8 +50,7 @@ class ServerLaunches:
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
 
     def launch_locked(self) -> LaunchPlan:
-        """Launch one more server in the background (the pool's lock held); returns
-        its plan."""
+        """Launch one more server in the background (lock held); returns its plan."""
         plan = launch_plan(self._target)
         plan.launcher.run_on_owner = self._on_owner
         server = PooledServer(
@@ -108,20 +94,15 @@ class ServerLaunches:
         """`server` did not come up: stop what it started, record why, say so."""
         with contextlib.suppress(Exception):
             server.provider.stop()
-        # Its output tail may echo the server's environment.
-        failure = redact(
-            str(launch_failure(self._target, error)), self._target.secret_env.values()
-        )
+        failure = str(launch_failure(self._target, error))
         with self._pool.cond:
             closed = self._pool.closed.is_set()
             lost = self._pool.servers.launch_failed(server, failure, closed)
             self._pool.waiters.notify_locked()
         if closed:
-            # `close` stopped it mid-launch: no failure, nobody waits for it.
             self._log.info("launch of %s cancelled: the pool closed", self._target.env)
         elif lost:
-            # Others came up from the same plan: this server's own loss (killed
-            # while starting); the waiting leases launch its replacement.
+            # Others came up from the same plan: the waiting leases replace it.
             self._log.warning("a shared env server was lost starting: %s", failure)
         else:
             self._log.error("%s", failure)

@@ -1,27 +1,22 @@
-"""A lease desk's record of each server, and a `ServerPool`'s of all it launched.
-
-`ServerSeats` is what any lease desk knows of a server (the pool's, and
-`url_pool.UrlPool`'s of servers given by URL): its URL, the sessions it holds and has
-accepted, its learned session limit, and whether a rollout could not reach it
-(`suspect`). `PooledServer` is one launched server as the pool sees it: those, its
-provider and its memory when it came up. `PoolServers` is the pool's list of them,
-with what their launches said (a failed launch's diagnosis; when a failure is one
-server's loss and when it fails the waiting leases). The desk changes these under
-its own lock; nothing here locks. Beside them, what the pool reads about a server:
-its process group's memory (`group_rss`), one `/health` probe (`answers_health`).
-
-Imports `process_group` (the one `/proc` reader), and `plan.Launcher` for its type only.
+"""What a lease desk knows of each server (`ServerSeats`), and a `ServerPool`'s
+record of the servers it launched (`PooledServer`, `PoolServers`: what their
+launches said). The desk changes these under its own lock; nothing here locks.
+Beside them, what the pool reads of a server: its memory (`group_rss`), one
+`/health` probe (`answers_health`).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
+from tenacity import Retrying, retry_if_result, stop_when_event_set
 
+from openenv_v1.core.http_client import shared_tls
 from openenv_v1.core.launch.process_group import proc_stats
 
 if TYPE_CHECKING:
@@ -36,8 +31,7 @@ up, that fail the waiting leases as a failed first launch does."""
 
 @dataclass(eq=False, kw_only=True)
 class ServerSeats:
-    """The sessions one server holds as a lease desk sees them: a launched server of
-    the pool (`PooledServer`), or a running one given by URL (`url_pool`)."""
+    """The sessions one server holds, as a lease desk sees them."""
 
     url: str | None = None
     ready: bool = False
@@ -53,14 +47,13 @@ class ServerSeats:
         if not self.ready or self.suspect:
             return False
         if self.capacity is None:
-            # Unknown limit: a few sessions on trial at a time, so a burst does not
-            # pile hundreds of doomed connections onto a server that takes one.
+            # A few sessions on trial at a time: a burst must not pile hundreds of
+            # doomed connections onto a server that takes one.
             return len(self.leases) - len(self.confirmed) < PROBE_WINDOW
         return len(self.leases) < self.capacity
 
     def settling(self) -> bool:
-        """Full on paper, but some sessions are not yet accepted or refused: its
-        limit may still turn out higher (refusals lower it to what it accepted)."""
+        """Full on paper, but some sessions are not yet accepted or refused."""
         return (
             self.capacity is not None
             and len(self.leases) >= self.capacity
@@ -68,8 +61,8 @@ class ServerSeats:
         )
 
     def learn_capacity(self) -> int | None:
-        """A session it was leased for was refused (`CAPACITY_REACHED`): its limit is
-        what it accepted (at least one). The new limit, or None if it was no lower."""
+        """A session was refused: its limit is what it accepted (at least one). The
+        new limit, or None if it was no lower."""
         limit = max(1, len(self.confirmed))
         if self.capacity is None or limit < self.capacity:
             self.capacity = limit
@@ -77,9 +70,8 @@ class ServerSeats:
         return None
 
     def confirm(self, lease_id: str) -> bool:
-        """The session of `lease_id` was accepted: it counts toward what the server
-        holds (a limit learned too low is raised to it). Whether waiting leases may
-        find room now (a trial slot opened, or a settling server settled a bit)."""
+        """The session of `lease_id` was accepted (a limit learned too low is raised);
+        whether waiting leases may find room now."""
         news = self.capacity is None or self.settling()
         self.confirmed.add(lease_id)
         if self.capacity is not None and len(self.confirmed) > self.capacity:
@@ -100,21 +92,17 @@ class PooledServer(ServerSeats):
 
 
 class PoolServers:
-    """The servers of one pool, up or starting, and what their launches said: the
-    failure that waiting leases get, and the largest session limit of a server
-    lost. Iterates as the servers."""
+    """The servers of one pool, up or starting, and what their launches said."""
 
     def __init__(self) -> None:
         self._servers: list[PooledServer] = []
         self.failure: str | None = None
-        """A failed launch's diagnosis, until a launch comes up: waiting leases
-        fail with it once no server is starting."""
+        """A failed launch's diagnosis, which waiting leases fail with."""
         self._ever_up = False
-        self._failed_launches = 0
-        """Launches failed in a row since one last came up."""
+        self._failed_launches = 0  # in a row, since one last came up
         self.capacity_seen = 0
-        """The largest session limit of a server dropped, or the most sessions it
-        held: what a pool whose servers were all lost grows at."""
+        """The largest session limit of a server dropped (what a pool whose servers
+        were all lost grows at)."""
 
     def __len__(self) -> int:
         return len(self._servers)
@@ -134,16 +122,14 @@ class PoolServers:
         return servers
 
     def came_up(self, server: PooledServer, url: str, rss: int) -> None:
-        """`server` answered `/health` at `url`: it takes leases; failures so far
-        are forgiven."""
+        """`server` answered at `url`: it takes leases; failures are forgiven."""
         server.url, server.ready, server.rss = url, True, rss
         self._ever_up, self._failed_launches, self.failure = True, 0, None
 
     def launch_failed(self, server: PooledServer, failure: str, closed: bool) -> bool:
-        """`server` did not come up (`failure`: the diagnosis) and is forgotten.
-        Whether that is the server's own loss, which a replacement makes up for: a
-        server of the pool came up before and fewer than `LAUNCH_FAILURES` failed in
-        a row. Else, unless the pool is `closed`, `failure` fails waiting leases."""
+        """`server` did not come up and is forgotten. Whether that is its own loss (a
+        server came up before, and fewer than `LAUNCH_FAILURES` failed in a row);
+        else, unless `closed`, `failure` fails waiting leases."""
         if server in self._servers:
             self._servers.remove(server)
         self._failed_launches += 1
@@ -153,8 +139,7 @@ class PoolServers:
         return lost
 
     def remove(self, server: PooledServer) -> None:
-        """Forget a broken server, keeping the sessions it held (`capacity_seen`);
-        its leases are the lease book's to forget, after this."""
+        """Forget a broken server, keeping the sessions it held (`capacity_seen`)."""
         self._servers.remove(server)
         held = server.capacity or len(server.confirmed)
         self.capacity_seen = max(self.capacity_seen, held)
@@ -163,13 +148,11 @@ class PoolServers:
         return [s for s in self._servers if s.has_room()]
 
     def starting(self) -> bool:
-        """Whether a server is starting, or being probed (`suspect`): a verdict is
-        coming either way."""
+        """Whether a server is starting or being probed: a verdict is coming."""
         return any(not s.ready or s.suspect for s in self._servers)
 
     def on_trial(self) -> bool:
-        """Whether sessions are on trial: on a server of unknown limit, or one that
-        may hold more than it seemed (`settling`)."""
+        """Whether sessions are on trial (an unknown or `settling` limit)."""
         return any(s.settling() or s.capacity is None for s in self._servers)
 
     def dead(self) -> list[PooledServer]:
@@ -180,8 +163,7 @@ class PoolServers:
         return [s.url for s in self._servers if s.ready and s.url]
 
     def per_server(self) -> int:
-        """Sessions a new server is expected to hold: the largest limit known, that
-        of servers lost included (0 while none is known)."""
+        """Sessions a new server should hold: the largest limit known (0: none)."""
         return max(
             (s.capacity for s in self._servers if s.capacity is not None),
             default=self.capacity_seen,
@@ -198,10 +180,24 @@ def group_rss(provider: Launcher) -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def answers_again(url: str, closed: threading.Event, stop: Any, wait: Any) -> bool:
+    """Whether the server at `url` answers `/health` again, probed with tenacity's
+    `wait` between tries until `stop` (or `closed`)."""
+    return Retrying(
+        stop=stop | stop_when_event_set(closed),
+        wait=wait,
+        retry=retry_if_result(lambda answered: not answered),
+        sleep=closed.wait,
+        retry_error_callback=lambda _: False,
+    )(answers_health, url)
+
+
 def answers_health(url: str, timeout_s: float = 2.0) -> bool:
     """Whether the server at `url` answers `/health` with 200 within `timeout_s`."""
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as http:
+        with httpx.Client(
+            timeout=timeout_s, trust_env=False, verify=shared_tls()
+        ) as http:
             return http.get(f"{url}/health").status_code == 200
     except httpx.HTTPError:
         return False

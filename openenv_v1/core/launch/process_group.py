@@ -1,23 +1,14 @@
 """Owning a child process tree, and the one reader of `/proc`.
 
-A child this package starts leads a process group (a session) of its own, so that
-signalling the group reaches whatever it spawned, and may ask the kernel for SIGTERM
-when the thread that started it dies (`die_with_owner`). `start_group` starts one;
-`stop_group` ends one: a stop signal to the group, a grace period for its leader to
-exit, then SIGKILL to whatever is left in the group. It stops any child with
-`pid`, `poll` and `wait` (`Child`): a `subprocess.Popen`, or a child forked by this
-process that made itself a session leader (`vf02.simulator.prefork.Forked`).
-
-`/proc` is read here only: a process's stat (`proc_stat`, `proc_stats`,
-`process_running`), this process's thread count (`thread_count`) and the host's
-available memory (`available_memory`). (The Docker reaper, a stdlib-only script,
-reads its own.)
+A child this package starts leads a session of its own, so signalling its group
+reaches whatever it spawned, and may get SIGTERM when the thread that started it
+dies (`die_with_owner`). `start_group` starts one; `stop_group` ends any `Child` (a
+`subprocess.Popen`, or `vf02.simulator.prefork.Forked`): a stop signal, a grace,
+then SIGKILL to the group. `/proc` is read only here (the Docker reaper, a
+stdlib-only script, reads its own).
 
     child = start_group(["uv", "run", ...], stdout=log, cwd=project)
     stop_group(child, grace_s=10.0)   # SIGTERM, 10 s, SIGKILL to the group
-
-Imports nothing heavy, so the launchers, the `openenv-v1` command and the user
-simulator's fork server all use it.
 """
 
 from __future__ import annotations
@@ -52,9 +43,8 @@ _KILLED_WAIT_S = 5.0
 
 
 def die_with_owner() -> None:
-    """A `preexec_fn`: runs in the child between fork and exec and asks the kernel for
-    SIGTERM when the thread that forked it dies. Fork from a thread that lives as long
-    as the child should."""
+    """A `preexec_fn` asking the kernel for SIGTERM when the thread that forked the
+    child dies (fork from a thread that lives as long as the child should)."""
     import ctypes
 
     with contextlib.suppress(Exception):
@@ -68,8 +58,7 @@ def signal_group(pgid: int, sig: int) -> None:
 
 
 class Child(Protocol):
-    """What `stop_group` uses of a child: a `subprocess.Popen`, or a forked one's
-    handle with the same three members."""
+    """What `stop_group` uses of a child (a `subprocess.Popen`, or a forked one's)."""
 
     @property
     def pid(self) -> int: ...
@@ -89,10 +78,8 @@ def start_group(
     stderr: int | IO[bytes] | None = None,
     owner_death: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start `command` as the leader of a session (and process group) of its own;
-    with `owner_death`, it gets SIGTERM when the thread that started it dies
-    (`die_with_owner`: start it from a thread that lives as long as it should).
-    `OSError` when the command cannot run."""
+    """Start `command` as the leader of a session of its own; with `owner_death`,
+    SIGTERMed when the starting thread dies. `OSError` when it cannot run."""
     return subprocess.Popen(
         list(command),
         stdin=stdin,
@@ -112,11 +99,9 @@ def stop_group(
     stop_signal: int = signal.SIGTERM,
     hurry: Callable[[], bool] | None = None,
 ) -> int | None:
-    """End the process group `child` leads: `stop_signal` to the group while its
-    leader runs, up to `grace_s` for the leader to exit (less once `hurry()` turns
-    true), then SIGKILL to the group, whatever is left in it (the leader, or children
-    it left behind). Returns the leader's exit code (None if it could not be reaped
-    in time)."""
+    """End the process group `child` leads: `stop_signal` while its leader runs,
+    up to `grace_s` for it to exit (less once `hurry()`), then SIGKILL to whatever
+    is left. Returns the leader's exit code (None if not reaped in time)."""
     if child.poll() is None:
         signal_group(child.pid, stop_signal)
         deadline = time.monotonic() + grace_s
@@ -134,28 +119,24 @@ def stop_group(
 
 @dataclass(frozen=True)
 class ProcStat:
-    """A process as `/proc/<pid>/stat` shows it (the fields after its command name,
-    which may hold spaces and parentheses)."""
+    """A process as `/proc/<pid>/stat` shows it."""
 
     pid: int
-    state: str
-    """`Z` for a zombie: exited, not yet reaped by its parent."""
+    state: str  # `Z`: a zombie
     ppid: int
     pgrp: int
     rss_pages: int
 
 
 def proc_stat(pid: int) -> ProcStat:
-    """Process `pid`'s stat; `FileNotFoundError` when there is no such process, another
-    `OSError` where there is no `/proc`."""
+    """Process `pid`'s stat; `FileNotFoundError` for no such process."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rpartition(")")[2].split()
     return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[21]))
 
 
 def proc_stats() -> Iterator[ProcStat]:
-    """Every process `/proc` lists that is still there when read (none without
-    `/proc`)."""
+    """Every process `/proc` lists that is still there when read."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -171,8 +152,7 @@ def proc_stats() -> Iterator[ProcStat]:
 
 
 def process_running(pid: int) -> bool:
-    """Whether process `pid` exists and has not exited (a zombie, exited but not yet
-    reaped by its parent, has)."""
+    """Whether process `pid` exists and has not exited (a zombie has)."""
     try:
         return proc_stat(pid).state != "Z"
     except FileNotFoundError:
@@ -188,8 +168,7 @@ def process_running(pid: int) -> bool:
 
 
 def thread_count() -> int | None:
-    """This process's threads, native ones included (`/proc/self/task`); None where
-    there is no `/proc`."""
+    """This process's threads, native ones included; None without `/proc`."""
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:

@@ -1,19 +1,14 @@
 """Waiting for a started server to answer, and the address a client reaches it at.
 
-Every launcher, the `openenv-v1` command and the tests wait for a server they
-started the same way: `wait_ready` polls one URL (an env server's `/health`) until
-it answers, with one HTTP client for the whole wait, while the caller's `running()`
-says the server is still there. Each caller says what "gone" and "too slow" mean
-in its own words, so the failure names its cause and the setting to raise:
+Every launcher, the `openenv-v1` command and the tests wait the same way:
+`wait_ready` polls one URL (an env server's `/health`) with one HTTP client while the
+caller's `running()` says the server is there; each caller says what "gone" and "too
+slow" mean in its own words, naming the cause and the setting to raise. `client_host`
+maps a server's bind address to one a client on this host connects to.
 
     wait_ready(f"{url}/health", timeout_s=target.launch_timeout_s,
                running=lambda: process.poll() is None,
                not_ready=lambda: EnvFailure("... raise launch_timeout_s ..."))
-
-`client_host` maps a server's bind address to one a client on this host can
-connect to (`0.0.0.0` and `::` listen everywhere, loopback included).
-
-Imports nothing of the package.
 """
 
 from __future__ import annotations
@@ -23,6 +18,8 @@ from collections.abc import Callable
 
 import httpx
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from openenv_v1.core.http_client import shared_tls
 
 __all__ = ["ServerGone", "client_host", "wait_ready"]
 
@@ -52,7 +49,7 @@ def wait_ready(
     `running()` is asked: False raises `ServerGone`, and an exception of its own
     (naming how the server ended) passes through as it is."""
     next_check = time.monotonic() + check_every_s
-    with httpx.Client(timeout=2.0, trust_env=False) as http:
+    with httpx.Client(timeout=2.0, trust_env=False, verify=shared_tls()) as http:
 
         def answered() -> bool:
             nonlocal next_check

@@ -1,40 +1,20 @@
 """What an env server's process may see: the one place that decides it.
 
-Code inside an env server is the adversary's (coding envs run the model's code
-there), and a UV-launched server runs as the eval's own user. So:
+Code inside an env server is the adversary's (coding envs run the model's code), and
+a UV-launched server runs as the eval's own user. So:
 
-- **Its environment is built, not inherited** (`server_environ`). A UV server, and
-  everything it spawns, starts from nothing but:
+- its environment is built, not inherited (`server_environ`): only what uv and
+  Python need (`_EXACT`, `LC_*`, `UV_*` but credentials), the index's certificates
+  and proxies, the test run's markers, a `HOME` of its own per eval (`server_home`,
+  with the user's uv cache, Pythons and `uv.toml`), what the launcher sets, then
+  `provider_kwargs.env_vars` and the `forward_env` values. Never `VF_*`, `MCP_*`, the
+  lease endpoint, API keys or any other variable of the eval;
+- our processes that hold secrets (the eval, the user simulators and their fork
+  server, the tool server) make themselves non-dumpable (`hide_this_process`): no
+  other process of the user reads their `/proc/<pid>/environ` or memory, nor
+  ptraces them. Root (`CAP_SYS_PTRACE`) still can (docs/security.md).
 
-  - what uv and Python need: `PATH`, `TMPDIR`, `USER`, `LOGNAME`, `TZ`, `LANG`,
-    `LANGUAGE`, `LC_*`, `PYTHONUNBUFFERED`, `PYTHONDONTWRITEBYTECODE`,
-    `PYTHONIOENCODING`, `PYTHONUTF8`, `PYENV_ROOT`, `PYENV_VERSION` (a `python` found
-    through pyenv's shims), every `UV_*` setting except credentials (names ending in
-    `_PASSWORD` or `_TOKEN`, and `UV_PUBLISH_*`);
-  - `OPENENV_V1_TEST_RUN`, `PYTEST_XDIST_WORKER`: which test run started it (this
-    project's suite tells its servers apart by them);
-  - what uv needs to reach a package index: `SSL_CERT_FILE`, `SSL_CERT_DIR`,
-    `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, and `HTTP(S)_PROXY`, `ALL_PROXY`,
-    `NO_PROXY` (either case);
-  - `HOME`: a folder of its own per eval (`server_home`), unless the user names one;
-    with it `UV_CACHE_DIR` and `UV_PYTHON_INSTALL_DIR` set to the user's own (a new
-    HOME must not make every launch download again), and the user's `uv.toml`
-    copied in;
-  - set by the launcher: `UV_PROJECT_ENVIRONMENT`, `PYTHONPATH` (the env's folder),
-    `VIRTUAL_ENV` (a prepared environment);
-  - `provider_kwargs.env_vars` and the values of `forward_env`, on top.
-
-  Nothing else: never `VF_*`, `MCP_*`, the lease endpoint, API keys or any other
-  variable of the eval.
-- **Our processes that hold secrets cannot be read by it** (`hide_this_process`):
-  the eval (API keys, the pool's token), verifiers 0.2's user simulators and their
-  fork server (the rollout's state channel secret), the native tool server. Each
-  makes itself non-dumpable, so that another process of the same user cannot read
-  its `/proc/<pid>/environ`, `mem` or `maps`, nor ptrace it. Processes running
-  with `CAP_SYS_PTRACE` (root, by default) still can: never run an eval of
-  untrusted code as root with UV servers (docs/security.md).
-
-A Docker container sees only what `docker_launch` passes it by name.
+A Docker container sees only what its launch passes it by name.
 """
 
 from __future__ import annotations
@@ -48,12 +28,9 @@ import tempfile
 from collections.abc import Mapping
 
 HOME_VAR = "OPENENV_V1_SERVER_HOME"
-"""Set by `use_server_home` in the process that builds the taskset; the processes
-it starts (verifiers 0.2's user simulators) inherit it and so launch their servers
-with the same HOME."""
+"""Set by `use_server_home`; processes started after inherit the servers' HOME."""
 DEBUGGABLE_VAR = "OPENENV_V1_DEBUGGABLE"
-"""`1`: `hide_this_process` does nothing (a debugger or py-spy can attach, and so
-can code in an env server)."""
+"""`1`: `hide_this_process` does nothing (a debugger can attach; so can env code)."""
 
 _EXACT = frozenset(
     {
@@ -74,8 +51,7 @@ _EXACT = frozenset(
         "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE",
         "CURL_CA_BUNDLE",
-        # Which test run launched it (this project's suite tells the servers of
-        # its runs and workers apart by them): markers, never secrets.
+        # Which test run launched it: markers, never secrets.
         "OPENENV_V1_TEST_RUN",
         "PYTEST_XDIST_WORKER",
         *(
@@ -90,8 +66,7 @@ _CREDENTIAL = re.compile(r"UV_PUBLISH_.*|.*_(PASSWORD|TOKEN)")
 _CREDENTIAL_LIKE = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD")
 _SET_BY_LAUNCHER = frozenset({"UV_PROJECT_ENVIRONMENT", "UV_PROJECT"})
 
-_home: str | None = None
-"""This process's own per-eval HOME folder, once made."""
+_home: str | None = None  # this process's own per-eval HOME, once made
 
 
 def passed_names(environ: Mapping[str, str]) -> list[str]:
@@ -106,17 +81,13 @@ def passed_names(environ: Mapping[str, str]) -> list[str]:
 
 
 def without_credentials(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` without the variables that look like credentials (names containing
-    `API_KEY`, `TOKEN`, `SECRET`, `PASSWORD`): for processes of ours that need the
-    eval's settings but none of its keys (verifiers 0.2's simulator fork server)."""
+    """`environ` without the variables named like credentials (`API_KEY`, `TOKEN`,
+    `SECRET`, `PASSWORD`), for our processes that need none of the eval's keys."""
     return {k: v for k, v in environ.items() if not _CREDENTIAL_LIKE.search(k.upper())}
 
 
 def server_environ(env_vars: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The whole environment of a UV-launched env server: the passed names of this
-    process's environment, `HOME` (`server_home()`) with the user's uv cache and
-    Pythons, then `env_vars` (`provider_kwargs.env_vars` and the `forward_env`
-    values) on top."""
+    """The whole environment of a UV-launched env server, `env_vars` on top."""
     env = {name: os.environ[name] for name in passed_names(os.environ)}
     env["UV_CACHE_DIR"] = user_uv_cache_dir()
     env["UV_PYTHON_INSTALL_DIR"] = user_uv_python_dir()
@@ -146,9 +117,8 @@ def user_uv_python_dir() -> str:
 
 
 def use_server_home(setting: str | None) -> str:
-    """Settle the HOME of the env servers this process (and the processes it starts)
-    launches: `setting` (a path; `~` is the user's own HOME), or unset, a folder of
-    their own for this eval (`server_home()`). Returns the folder."""
+    """Settle the HOME of the env servers this process and its children launch:
+    `setting` (a path), else a folder of their own for this eval; returns it."""
     if setting:
         home = os.path.abspath(os.path.expanduser(setting))
         os.makedirs(home, exist_ok=True)
@@ -159,8 +129,7 @@ def use_server_home(setting: str | None) -> str:
 
 
 def server_home() -> str:
-    """The env servers' HOME: the one `use_server_home` settled (here or in the
-    process that started this one), else this process's own new folder."""
+    """The env servers' HOME: the one `use_server_home` settled, else a new one."""
     home = os.environ.get(HOME_VAR)
     if home and os.path.isdir(home):
         return home
@@ -168,8 +137,7 @@ def server_home() -> str:
 
 
 def _own_home() -> str:
-    """A new 0700 folder, once per process, removed at exit; the user's uv settings
-    (`uv.toml`) are copied in, so uv behaves as it does for the user."""
+    """A new 0700 folder per process, removed at exit, with the user's `uv.toml`."""
     global _home
     if _home is None or not os.path.isdir(_home):
         _home = tempfile.mkdtemp(prefix="openenv-v1-home-")
@@ -188,10 +156,8 @@ def _own_home() -> str:
 
 
 def hide_this_process() -> bool:
-    """Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): other processes
-    of the same user can no longer read its environment, memory or maps under
-    `/proc`, nor ptrace it. Its forks stay so; a program it executes does not.
-    Returns whether it took (Linux only; skipped with `OPENENV_V1_DEBUGGABLE=1`)."""
+    """Make this process (and its forks, not what it executes) non-dumpable; whether
+    it took (Linux only; skipped with `OPENENV_V1_DEBUGGABLE=1`)."""
     if os.environ.get(DEBUGGABLE_VAR, "").strip() == "1":
         return False
     try:

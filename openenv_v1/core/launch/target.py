@@ -1,27 +1,10 @@
-"""Open a connected OpenEnv client: a shared server, a launch of one's own, or a base_url.
-
-Five ways, chosen by `EnvTarget` (`env_target`; importable from here too, as
-everything here takes one):
-
-- `base_url`: connect to a running server; nothing is launched.
-- `base_urls`: several running servers, leased like shared ones from their desk
-  (`url_pool.UrlPool`: the eval's, in process or over its endpoint, else this
-  process's own); nothing is launched.
-- `pool` / `pool_url`: lease a server from a `ServerPool` (shared UV-launched
-  servers), in this process or over its loopback endpoint, and open a session of
-  one's own on it.
-- `env`: launch a server for this episode alone with the launcher `plan` picks:
-  OpenEnv's UV provider by default (`uv.SupervisedUVProvider`), a container with
-  `use_docker` (`docker.container.DockerLaunch`), or the `provider` set.
-
-Everything opened is registered on the caller's `AsyncExitStack`, so closing the stack
-closes the WebSocket session and stops (or hands back) the server, on success, error
-or cancellation alike.
-
-`EnvSession` is the session of one episode until its first model turn: an episode whose
-shared server is lost before then (`server_lost`: a refused, reset or closed
-connection in its schema read or reset) hands that lease back as lost, which takes the
-server out of the pool, and starts again on a fresh session, a few times at most.
+"""Open a connected OpenEnv client, as `EnvTarget` says: `base_url` (a running
+server), `base_urls` (running servers leased from their desk, `url_pool`), `pool` /
+`pool_url` (a session on a `ServerPool`'s shared server), or `env` (a launch for this
+episode alone, at the place `plan` picks). Everything opened is registered on the
+caller's `AsyncExitStack`, which closes the session and stops (or hands back) the
+server on success, error or cancellation alike. `EnvSession` is an episode's session
+and its moves to fresh ones.
 """
 
 from __future__ import annotations
@@ -38,7 +21,7 @@ import anyio
 import httpx
 from websockets.exceptions import ConnectionClosed
 
-from openenv_v1.core.errors import EnvFailure, describe, redact, server_error_code
+from openenv_v1.core.errors import EnvFailure, describe, server_error_code
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.http_only import http_only_refusal
 from openenv_v1.core.launch.leases import PoolClient, PoolLeases
@@ -70,10 +53,8 @@ async def open_env(
     on_launch: Callable[[Launcher], None] | None = None,
 ) -> Any:
     """A connected `GenericEnvClient` for `target`, closed (and its server stopped or
-    handed back) by `stack`. Raises `EnvFailure` naming the cause when it cannot be
-    had. `on_launch` is given the launcher of a launch of its own once the server is
-    ready: a UV launch's `SupervisedUVProvider` (which app it serves, and why), a Docker
-    launch's `DockerLaunch` (its image, build and container)."""
+    handed back) by `stack`; `EnvFailure` naming the cause when it cannot be had.
+    `on_launch` gets the launcher of a launch of its own once its server is ready."""
     if target.base_url:
         return await _connect(target, target.base_url, stack, what="the OpenEnv server")
     if _leases_sessions(target):
@@ -83,9 +64,7 @@ async def open_env(
             f"no environment: set {setting('env')} (an OpenEnv id) or "
             f"{setting('base_url')}"
         )
-    if target.launcher != "uv":
-        return await _open_launched(target, stack, on_launch)
-    return await _open_uv(target, stack, on_launch)
+    return await _open_launched(target, stack, on_launch)
 
 
 async def _connect(
@@ -103,75 +82,45 @@ async def _connect(
         raise EnvFailure(f"cannot connect to {what} at {url}: {why}") from e
 
 
-async def _open_uv(
-    target: EnvTarget,
-    stack: contextlib.AsyncExitStack,
-    on_launch: Callable[[Launcher], None] | None,
-) -> Any:
-    """Launch a server for this episode alone. `start()` runs on the calling thread,
-    which the server's parent-death signal is tied to, and so does the relaunch of a
-    next app candidate; readiness is awaited off the event loop."""
-    plan = launch_plan(target)  # `uv.uv_launch_plan`
-    provider = plan.launcher
-    provider.run_on_owner = anyio.from_thread.run_sync
-    stack.callback(provider.stop)
-    try:
-        provider.start(**plan.start_args)
-        # Abandoned on cancellation: the stack's `stop` then ends the server, and
-        # with it the wait.
-        url = await anyio.to_thread.run_sync(
-            provider.wait_for_ready, abandon_on_cancel=True
-        )
-    except Exception as e:
-        # Its output tail may echo the server's environment.
-        failure = str(launch_failure(target, e))
-        raise EnvFailure(redact(failure, target.secret_env.values())) from None
-    if on_launch is not None:
-        on_launch(provider)
-    return await _connect(target, url, stack, what=f"the launched {target.env} server")
-
-
 async def _open_launched(
     target: EnvTarget,
     stack: contextlib.AsyncExitStack,
     on_launch: Callable[[Launcher], None] | None,
 ) -> Any:
-    """Run a server for this episode alone with the launcher `target.launcher` names
-    (`plan.launch_plan`: Docker's container, a Swarm service, a cloud sandbox).
-    Their calls block (a build, `docker run`, an SDK's requests, the readiness wait),
-    so they run off the event loop; on cancellation they are abandoned and the
-    stack's `stop` ends what was started (a start still under way ends its own once
-    it returns). A failure names the launcher, with secret values redacted.
-    `on_launch` gets the launcher once its server is ready (`check` reports it)."""
+    """Launch a server for this episode alone (`plan.launch_plan`). A UV server
+    starts on the calling thread, which its parent-death signal is tied to (its
+    relaunches too: `run_on_owner`); other launchers block (a build, `docker run`,
+    an SDK), so they start off the event loop. Waits are abandoned on cancellation:
+    the stack's `stop` ends what was started. Failures are redacted."""
+    uv = target.launcher == "uv"
     try:
         plan = launch_plan(target)
     except Exception as e:
-        raise _redacted_failure(target, e) from None
+        if uv:
+            raise
+        raise launch_failure(target, e) from None
     provider = plan.launcher
-    stack.push_async_callback(anyio.to_thread.run_sync, provider.stop)
+    start = functools.partial(provider.start, **plan.start_args)
     try:
-        await anyio.to_thread.run_sync(
-            functools.partial(provider.start, **plan.start_args),
-            abandon_on_cancel=True,
-        )
+        if uv:
+            provider.run_on_owner = anyio.from_thread.run_sync
+            stack.callback(provider.stop)
+            start()
+        else:
+            stack.push_async_callback(anyio.to_thread.run_sync, provider.stop)
+            await anyio.to_thread.run_sync(start, abandon_on_cancel=True)
         url = await anyio.to_thread.run_sync(
             provider.wait_for_ready, abandon_on_cancel=True
         )
     except Exception as e:
-        raise _redacted_failure(target, e) from None
+        raise launch_failure(target, e) from None
     if on_launch is not None:
         on_launch(provider)
     how = launcher_label(target.launcher)
-    return await _connect(
-        target, url, stack, what=f"the {target.env} server launched with {how}"
-    )
-
-
-def _redacted_failure(target: EnvTarget, exc: Exception) -> EnvFailure:
-    """The launch failure of `target`; launchers' messages may quote a command line
-    or an SDK's request, so secret values are replaced."""
-    failure = launch_failure(target, exc)
-    return EnvFailure(redact(str(failure), target.secret_env.values()))
+    what = f"the {target.env} server launched with {how}"
+    if uv:
+        what = f"the launched {target.env} server"
+    return await _connect(target, url, stack, what=what)
 
 
 @dataclass
@@ -182,21 +131,12 @@ class Held:
 
 
 class EnvSession:
-    """The session an episode plays on, and its moves to fresh ones: `open()` opens
-    one as `open_env` does (closed by the caller's stack, or by a move), and
-
-    - `start_again(exc)` says whether the episode may open again after `exc` while
-      no model turn has been spent on it: only on leased sessions (shared servers,
-      or the servers of `base_urls`), when its server was lost (`server_lost`) and
-      `FRESH_STARTS` are not spent;
-    - `move(exc)` gives the session up for good mid-episode (the episode resumes by
-      replay on the next `open()`, `core.episode.env_episode`): a lease goes back as
-      lost (another server of the pool or of `base_urls` is leased next), a launch
-      of the episode's own is stopped (the next `open()` launches another), a single
-      base URL is connected to again.
-
-    A lost session's lease goes back as lost, which takes its server out of the
-    pool."""
+    """The session an episode plays on: `open()` opens one as `open_env` does;
+    `start_again(exc)` says whether the episode may open again before its first
+    model turn (a leased session whose server was lost, `FRESH_STARTS` at most);
+    `move(exc)` gives the session up mid-episode (a lease goes back as lost, taking
+    its server out; a launch of its own is stopped; the next `open()` gets a fresh
+    one, where the episode resumes by replay)."""
 
     def __init__(
         self,
@@ -207,14 +147,11 @@ class EnvSession:
     ) -> None:
         self.target = target
         self._on_launch = on_launch
-        """Passed to `open_env`: given the launcher of a launch of its own."""
         self._stack = stack
         self._session: contextlib.AsyncExitStack | None = None
         self._held = Held()
         self._starts_left = FRESH_STARTS
         self.leased = _leases_sessions(target)
-        """Whether sessions are leased: from a pool of shared servers, or from the
-        desk of `base_urls`' running servers."""
 
     async def open(self) -> Any:
         """A connected client on a new session."""
@@ -271,8 +208,7 @@ def server_lost(exc: BaseException) -> bool:
 
 
 def _leases_sessions(target: EnvTarget) -> bool:
-    """Whether `target`'s session is leased: from a pool of shared servers, or from
-    the desk of the running servers of `base_urls`."""
+    """Whether `target`'s session is leased (a pool, or `base_urls`' desk)."""
     if target.base_url:
         return False
     return target.pool is not None or bool(target.pool_url or target.base_urls)
@@ -299,15 +235,10 @@ async def _hand_back(pool: PoolLeases, lease: str, held: Held) -> None:
 async def _open_leased(
     target: EnvTarget, stack: contextlib.AsyncExitStack, held: Held | None = None
 ) -> Any:
-    """A session on one of the pool's shared servers, its lease handed back as
-    `held` says. The server creates the session as the socket opens, so a full one
-    is found out by a first cheap message (`state`, bounded by the longest call's
-    timeout: building an env can be slow); that lease goes back as `rejected` and
-    the pool finds (or launches) another. An error of the env's own in answer still
-    means the session exists. A server that cannot be connected to, or that drops
-    the first request's connection, goes back as `unreachable` (the pool takes it
-    out, and replaces it if it is down), and the next one is tried, a few times at
-    most."""
+    """A session on a leased server, its lease handed back as `held` says. A full
+    server is found out by a first cheap request (`_session_taken`): its lease goes
+    back as `rejected`; one that cannot be connected to or drops that request goes
+    back as `unreachable`, and another is leased (a few times at most)."""
     pool = _lease_desk(target)
     held = held or Held()
     rejected: str | None = None
@@ -339,8 +270,6 @@ async def _open_leased(
             if not taken:
                 session.pop_all()  # the lease goes back as `rejected` instead
                 await client.close()
-                # The pool learns the server's limit from this and finds (or
-                # launches) room elsewhere, waiting if it must.
                 rejected = lease
                 continue
             await pool.confirm(lease)
@@ -350,9 +279,9 @@ async def _open_leased(
 
 
 async def _session_taken(target: EnvTarget, client: Any, url: str) -> bool:
-    """Whether the shared server at `url` kept `client`'s session: False when it
-    answered the first request `CAPACITY_REACHED`. Raises `EnvFailure` when it did
-    not answer in time, or failed otherwise than with an error frame."""
+    """Whether the server at `url` kept `client`'s session: False when it answered
+    the first request `CAPACITY_REACHED`; `EnvFailure` when it did not answer in
+    time, or failed without an error frame."""
     try:
         # The server builds the session's env as the socket opens, and some envs
         # are slow to build: the probe gets the longest call's time.

@@ -1,50 +1,24 @@
-"""Running OpenEnv servers given as a list of base URLs, leased as the pool's are.
-
-A user who runs several servers (copies of a Space, containers of their own) gives
-`base_url` as a list; `UrlPool` spreads the eval's sessions over them, and nothing is
-ever launched or stopped:
-
-- a lease goes to the server with the fewest leases among those with room (of
-  several, the one leased longest ago, so even one rollout at a time spreads). A
-  server's session limit is learned as the pool learns a launched one's
-  (`pool_servers.ServerSeats`): a session refused with `CAPACITY_REACHED` caps it at
-  the sessions it held; until then a few sessions at a time are on trial;
-- a server a rollout lost (its lease handed back `unreachable`, or released `lost`:
-  a refused or closed connection) is taken out at once: no lease goes to it until
-  its `/health` answers again, probed in the background every `_POLL_S`, for at
-  most `return_wait_s` (`RETURN_WAIT_S`); one that does not come back by then is
-  given up on for the rest of the eval;
-- a lease waits while every server is full or out; it fails once no session has
-  ended and no server has come back for `capacity_wait_s`, naming the servers.
-
-Leases are served through the pool's faces (`leases`): `local()` in this process
-(verifiers 0.4), `serve_http()` for the eval's other processes (verifiers 0.2's
-user simulators, over `local_http`); the leases of a process that is gone are
-reclaimed. A process that has no desk of the eval's (a user simulator off this
-host) leases from one of its own, `own_desk(urls)`.
-
-    desk = UrlPool(["http://a:8000", "http://b:8000"])
-    target = EnvTarget(base_urls=desk.urls, pool=desk.local())  # or pool_url=desk.serve_http()
-    client = await open_env(target, stack)
-
-Imports the pool's small parts only (`lease_book`, `pool_servers`, `leases`,
-`local_http`); the pool itself stays the launched servers' own.
+"""Running OpenEnv servers given as a list of base URLs, leased as the pool's are;
+nothing is launched or stopped. A lease goes to the server with the fewest leases
+among those with room (of several, the one leased longest ago); a server a rollout
+lost is taken out until its `/health` answers again (probed every `_POLL_S`, for
+`return_wait_s` at most); a lease fails once no session ended and no server came
+back for `capacity_wait_s`. A process without the eval's desk (a user simulator off
+this host) leases from one of its own, `own_desk(urls)`.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Sequence
+
+from tenacity import stop_before_delay, wait_chain, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.lease_book import LeaseDeskBase, LeaseWait
-from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
-from openenv_v1.core.launch.pool_servers import ServerSeats, answers_health
-from openenv_v1.core.local_http import LocalEndpoint
+from openenv_v1.core.launch.pool_servers import ServerSeats, answers_again
 from openenv_v1.core.setting_names import setting
 
 logger = logging.getLogger(__name__)
@@ -53,10 +27,11 @@ RETURN_WAIT_S = 600.0
 """Seconds a server taken out is probed for before it is given up on."""
 _POLL_S = (0.5, 1.0, 2.0, 5.0)
 """Spacing of the `/health` probes of a server taken out (the last one repeats)."""
+_WAITS = [wait_fixed(s) for s in _POLL_S]
 
 
 class UrlPool(LeaseDeskBase):
-    """A lease desk for running servers given by URL; see the module docstring.
+    """A lease desk for running servers given by URL (the module docstring).
     Thread-safe; `close()` is idempotent and stops no server."""
 
     def __init__(
@@ -69,7 +44,7 @@ class UrlPool(LeaseDeskBase):
     ) -> None:
         if not urls:
             raise ValueError("UrlPool needs at least one URL")
-        super().__init__(logger)
+        super().__init__(logger, "urls")
         self.urls = tuple(url.rstrip("/") for url in urls)
         self._servers = [
             ServerSeats(url=url, ready=True, capacity=sessions_per_server)
@@ -77,26 +52,8 @@ class UrlPool(LeaseDeskBase):
         ]
         self._capacity_wait_s = capacity_wait_s
         self._return_wait_s = return_wait_s
-        self._leased_at: dict[str | None, int] = {}
-        """When each server was last leased (`_lease_count`'s count): of those with
-        the fewest leases, the one leased longest ago is next."""
+        self._leased_at: dict[str | None, int] = {}  # `_lease_count` at its last lease
         self._lease_count = itertools.count(1)
-        self._closed = threading.Event()
-        self._http: LocalEndpoint | None = None
-
-    def serve_http(self) -> str:
-        """Serve leases to the eval's other processes; returns the endpoint's
-        address (`EnvTarget.pool_url`)."""
-        if self._http is None:
-            self._http = LocalEndpoint(
-                functools.partial(answer_lease_request, self), name="urls"
-            )
-            self._http.start_in_thread()
-        return self._http.address
-
-    def local(self) -> LocalLeases:
-        """Leases for rollouts in this process: no socket, no thread per wait."""
-        return LocalLeases(self)
 
     def close(self) -> None:
         """Stop serving leases (waiting ones fail) and the `/health` probes."""
@@ -180,19 +137,13 @@ class UrlPool(LeaseDeskBase):
         """Probe `server`'s `/health` until it answers (it takes leases again), the
         desk closes, or `return_wait_s` pass (it is given up on)."""
         assert server.url is not None
-        deadline = time.monotonic() + self._return_wait_s
-        for attempt in itertools.count():
-            if answers_health(server.url):
-                with self._cond:
-                    server.suspect = False
-                    self._waiters.progress_locked()
-                logger.info(
-                    "env server %s answers again; it takes sessions", server.url
-                )
-                return
-            pause = _POLL_S[min(attempt, len(_POLL_S) - 1)]
-            if time.monotonic() + pause > deadline or self._closed.wait(pause):
-                break
+        stop = stop_before_delay(self._return_wait_s)
+        if answers_again(server.url, self._closed, stop, wait_chain(*_WAITS)):
+            with self._cond:
+                server.suspect = False
+                self._waiters.progress_locked()
+            logger.info("env server %s answers again; it takes sessions", server.url)
+            return
         if not self._closed.is_set():
             with self._cond:
                 server.ready = False
@@ -209,8 +160,7 @@ _OWN_DESKS_LOCK = threading.Lock()
 
 
 def own_desk(urls: Sequence[str]) -> UrlPool:
-    """This process's own desk for `urls`, made once: for a process that has no
-    desk of the eval's to lease from (a user simulator off this host)."""
+    """This process's own desk for `urls`, made once (a process without the eval's)."""
     key = tuple(urls)
     with _OWN_DESKS_LOCK:
         desk = _OWN_DESKS.get(key)

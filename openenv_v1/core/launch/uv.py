@@ -1,44 +1,14 @@
 """An env server launched with uv on this host, owned and fail-fast.
 
-OpenEnv's `UVProvider` starts `uv run --isolated --project P -- uvicorn APP` and polls
-`/health`. `SupervisedUVProvider` is a provider of the same interface (OpenEnv's
-`RuntimeProvider`: start, wait for ready, stop) that owns its process itself: it
-takes OpenEnv's uv check, free port and (`openenv_lines`) git clone, and none of
-`UVProvider`'s start, wait or stop, which it does otherwise to close the gaps that
-real OpenEnv env folders and rollouts run into:
-
-- App and working directory. The server runs with the env's folder as its working
-  directory and on its import path, as OpenEnv's Dockerfiles run it, so both the
-  `server.app:app` and the `<pkg>.server.app:app` layouts import. Without an `app`
-  setting, the candidates the project's own files name (`EnvProject.app_candidates`)
-  are tried in turn while the previous one cannot be imported.
-- Reuse. Instead of a new isolated environment per launch, each project gets one
-  prepared environment of its own, outside the project (`prepared_env_dir`), that uv
-  keeps in sync with the project and its lock; a repeated launch skips the install.
-  The project is touched as a plain `uv run` touches it (uv may write its `uv.lock`).
-  The launch holds that environment until `stop()`, and prunes the cache (`cache`).
-- Environment. The server starts from an allow-list, not the launcher's
-  environment, with a HOME of its own per eval (`server_env`, which says exactly
-  what it sees).
-- Ownership. `uv` leads a process group of its own (stopping the group reaches
-  uvicorn and its workers) and receives SIGTERM when the thread that started it dies;
-  uv forwards that SIGTERM to uvicorn (`process_group.start_group`, `stop_group`).
-- Port. The launcher picks a free port, which is free again until uvicorn binds it;
-  when another process takes it in between, the server is relaunched on another
-  one, and `wait_for_ready()` returns the URL it finally serves at.
-- Diagnosis. A server that crashes on start (a wrong `app`, a missing dependency, a
-  Python uv cannot provide) is noticed at once, and the error carries the tail of its
-  output and, where the cause is known, what to change.
-- gradio is kept out of servers whose project does not declare it, unless asked
-  (`web_ui`): OpenEnv imports it only for its optional web interface, and that import
-  is about half of a server's start.
-
-`uv_launch_plan(target)` is the UV place's plan (`plan.PLACES`), its options
-`UVOptions` (read as every place reads its own, `launch.options.read_options`), its
-readiness wait `readiness.wait_ready`'s. Which app, port and gradio each start has, and
-what follows a server that exited before it was ready, is `uv_starts`'s; what a start
-runs (command, environment, output) `uv_server`'s; the prepared environment
-`uv_prepared`'s; the reading of a crashed server's output `uv_diagnosis`'s.
+`SupervisedUVProvider` has OpenEnv's `RuntimeProvider` interface and takes OpenEnv's
+uv check, free port and git clone, but starts, waits and stops itself: the server
+runs in the env's folder (both app layouts import; without `app`, the project's
+candidates are tried in turn, `uv_starts`), from one prepared environment per
+project that a repeated launch reuses (`uv_prepared`, `cache`), with an allow-listed
+environment (`server_env`), as a process group SIGTERMed when its starting thread
+dies (`process_group`), relaunched on another port when its port was taken first,
+failing at once with its output's tail and cause when it crashes (`uv_diagnosis`),
+and without gradio unless its project declares it or `web_ui` (half of a start).
 
     provider = uv_launch_plan(target).launcher
     provider.start(); url = provider.wait_for_ready(); ...; provider.stop()
@@ -57,12 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.cache import prune_at_launch
-from openenv_v1.core.launch.env_project import AppChoice, EnvProject
-from openenv_v1.core.launch.options import read_options
+from openenv_v1.core.launch.env_project import AppChoice, EnvProject, local_folder
+from openenv_v1.core.launch.options import UVOptions, read_options
 from openenv_v1.core.launch.plan import LaunchPlan, run_here
 from openenv_v1.core.launch.process_group import start_group, stop_group
 from openenv_v1.core.launch.readiness import ServerGone, client_host, wait_ready
@@ -98,7 +66,6 @@ __all__ = [
     "NOT_READY",
     "NO_GRADIO_DIR",
     "SupervisedUVProvider",
-    "UVOptions",
     "ensure_uv_on_path",
     "uv_bin_dir",
     "uv_launch_plan",
@@ -107,8 +74,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 NOT_READY = "was not ready within"
-"""What a launch failure says when the server did not answer `/health` in time (and
-only then: a server that exited says how)."""
+"""What a launch failure says when the server did not answer `/health` in time."""
 
 
 def uv_bin_dir() -> str | None:
@@ -123,21 +89,16 @@ def uv_bin_dir() -> str | None:
 
 
 def ensure_uv_on_path() -> None:
-    """Put the packaged `uv` on PATH when none is there (e.g. `.venv/bin/eval` run
-    without activating the venv), since the launch runs `uv` from PATH."""
+    """Put the packaged `uv` on PATH when none is there (a venv not activated)."""
     if shutil.which("uv") is None and (bin_dir := uv_bin_dir()):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
 
 class SupervisedUVProvider(RuntimeProvider):
-    """An env server started with uv that finds the env's app, reuses its
-    environment, dies with its owner and reports why it failed.
-
-    Start it from the thread that lives as long as the server should (the parent-death
-    signal is tied to the starting thread); `run_on_owner` runs a callable on that
-    thread, for the relaunch of a next app candidate from `wait_for_ready`. `stop()`
-    ends the whole process group, and no launch follows it.
-    """
+    """An env server started with uv (the module docstring). Start it from the
+    thread that lives as long as the server should (the parent-death signal is tied
+    to it); `run_on_owner` runs a relaunch on that thread. `stop()` ends the process
+    group, and no launch follows it."""
 
     def __init__(
         self,
@@ -190,13 +151,6 @@ class SupervisedUVProvider(RuntimeProvider):
         return self._process.pid if self._process is not None else None
 
     @property
-    def base_url(self) -> str:
-        """The server's base URL (`RuntimeError` before `start()`)."""
-        if self._base_url is None:
-            raise RuntimeError("UVProvider has not been started")
-        return self._base_url
-
-    @property
     def failed_apps(self) -> list[tuple[AppChoice, str]]:
         """Candidates that could not be imported, with the line that said so."""
         return self._starts.failed_apps if self._starts is not None else []
@@ -222,21 +176,18 @@ class SupervisedUVProvider(RuntimeProvider):
         workers: int = 1,
         **_: object,
     ) -> str:
-        """Fetch the project if it is a `git+` URL, choose the app, and start the
-        server with the first candidate; returns its base URL (`wait_for_ready()`
-        returns the final one)."""
+        """Fetch a `git+` project, choose the app, start the server; returns its base
+        URL (`wait_for_ready()` returns the final one)."""
         if self._process is not None and self._process.poll() is None:
             raise RuntimeError("UVProvider is already running")
         project = self.project = EnvProject.read(self._project_dir())
         spec = ServerSpec("", self.host, port or 0, workers, self.reload)
         picked = port is None
-        starts = UVStarts.first(project, self._user_app, spec, port_picked=picked)
+        starts = UVStarts(project, self._user_app, spec, port_picked=picked)
         source = self.project_path
         self._env_dir = prepared_env_dir(source, project.name)
-        # Held until stop(): see `cache` for what a prune at launch removes.
         self._env_held = hold_prepared_env(self._env_dir, source)
         prune_at_launch(self.cache_max_gb)
-        # Built from an allow-list, not inherited: see `server_env`.
         variables = {**(self.env_vars or {}), **(env_vars or {})}
         self._env = server_base_env(project, variables, self._env_dir)
         hide = hides_gradio(project, self.web_ui, self._env)
@@ -266,9 +217,8 @@ class SupervisedUVProvider(RuntimeProvider):
         return self._clone_dir
 
     def _spawn(self) -> None:
-        """Start the server the next start runs (`UVStarts.spec`: what it runs is
-        `uv_server`'s) in the env's folder, its output in a fresh file. Refused once
-        `stop()` has run."""
+        """Start `UVStarts.spec`'s server in the env's folder, its output in a fresh
+        file; refused once `stop()` has run."""
         assert self._starts is not None and self.project is not None
         spec, choice = self._starts.spec, self._starts.choice
         command, env, self.reused_env = server_command(
@@ -303,14 +253,10 @@ class SupervisedUVProvider(RuntimeProvider):
         self._base_url = f"http://{client_host(self.host)}:{spec.port}"
 
     def wait_for_ready(self, timeout_s: float | None = None) -> str:
-        """Poll `/health` until 200, and return the server's base URL. A server that
-        exits before it is ready is started again (on the owner thread) as
-        `UVStarts.next_start` says: on another port when the port picked for it was
-        taken first, with gradio when hiding it killed the server, or with the next
-        app candidate when its app cannot be imported; any other exit fails at
-        once, naming the cause. Each start gets `timeout_s` of its own: a relaunch
-        is the launcher's retry, not the server's slowness, and must not inherit a
-        spent deadline."""
+        """Poll `/health` until 200; returns the server's base URL. A server that
+        exits first is started again on the owner thread as `UVStarts.next_start`
+        says, or fails naming the cause. Each start gets `timeout_s` of its own (a
+        relaunch is the launcher's retry, not the server's slowness)."""
         timeout_s = self.context_timeout_s if timeout_s is None else timeout_s
         while True:
             process, url = self._process, self._base_url
@@ -331,8 +277,7 @@ class SupervisedUVProvider(RuntimeProvider):
     def _wait_started(
         self, process: subprocess.Popen[bytes], url: str, timeout_s: float
     ) -> None:
-        """Until the server `process` at `url` answers; `ServerGone` once it exited
-        (or was stopped)."""
+        """Until `process` answers at `url`; `ServerGone` once it exited."""
         wait_ready(
             f"{url}/health",
             timeout_s=timeout_s,
@@ -352,13 +297,12 @@ class SupervisedUVProvider(RuntimeProvider):
         return output.tail(limit) if output is not None else ""
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the process group, SIGKILL it after `grace_s`, then remove temp
-        files. No launch follows."""
+        """SIGTERM the process group, SIGKILL it after `grace_s`, remove temp files;
+        no launch follows."""
         with self._lock:
             self._stopped = True
             process, self._process, self._base_url = self._process, None, None
         if process is not None:
-            # uv exits once uvicorn has; anything left in the group gets no grace.
             stop_group(process, grace_s=grace_s)
         with self._lock:
             self._discard_output()
@@ -373,37 +317,8 @@ class SupervisedUVProvider(RuntimeProvider):
             self._output = None
 
 
-class UVOptions(BaseModel):
-    """The UV keys of `provider_kwargs`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    project_path: str | None = None
-    """The env's source checkout (a uv project), or a `git+` URL; unset, the
-    Space's repository (`git+https://huggingface.co/spaces/<env>`)."""
-    app: str | None = None
-    """The ASGI app uvicorn serves (`<pkg>.server.app:app`); unset, the candidates
-    the project's own files name are tried in turn."""
-    host: str = "127.0.0.1"
-    """Address uvicorn binds (a wildcard one is reached at 127.0.0.1)."""
-    port: int | None = None
-    """Port uvicorn binds; unset, a free one (another if it is taken first)."""
-    workers: int = Field(1, ge=1)
-    """uvicorn's worker processes."""
-    env_vars: dict[str, str] = Field(default_factory=dict)
-    """Environment variables of the server, beside its allow-list (`server_env`)."""
-    reload: bool = False
-    """uvicorn's `--reload`."""
-    context_timeout_s: float
-    """Seconds the server may take to answer `/health` (the target's
-    `launch_timeout_s` unless set)."""
-    web_ui: bool
-    """Let the server import gradio (the target's `web_ui` unless set)."""
-
-
 def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
-    """The launch of a `SupervisedUVProvider` for `target`, its options read as
-    `UVOptions`. Raises `EnvFailure` for a bad `project_path` or provider option."""
+    """A `SupervisedUVProvider` launch for `target`; `EnvFailure` for a bad option."""
     assert target.env is not None
     defaults = {"context_timeout_s": target.launch_timeout_s, "web_ui": target.web_ui}
     options = read_options(
@@ -415,11 +330,7 @@ def uv_launch_plan(target: EnvTarget) -> LaunchPlan:
     project_path = options.project_path or (
         f"git+https://huggingface.co/spaces/{target.env}"
     )
-    if not project_path.startswith("git+") and not os.path.isdir(project_path):
-        raise EnvFailure(
-            f"project_path {project_path!r} is not a directory; set "
-            f"{setting('provider_kwargs.project_path')} to the env's source checkout"
-        )
+    local_folder(project_path, "the env's source checkout")
     provider = SupervisedUVProvider(
         project_path=project_path,
         **options.model_dump(include={"app", "host", "reload", "web_ui"}),

@@ -1,13 +1,7 @@
-"""What a UV-launched env server's output says when it exits before it is ready.
-
-`SupervisedUVProvider` reads the tail of the server's output and acts on it: a port
-another process took first (`ADDRESS_IN_USE`: relaunch on another), the stand-in
-`gradio` refused (`GRADIO_REFUSED`: relaunch with gradio), an app candidate that
-cannot be imported (`app_import_failure`: try the next). Otherwise the failure
-names the usual cause in words the user can act on (`crash_hint`,
-`no_app_message`).
-
-Imports only `env_project` (for `AppChoice`).
+"""What a UV-launched env server's output says when it exits before it is ready:
+a port taken first (`ADDRESS_IN_USE`), the stand-in `gradio` refused
+(`GRADIO_REFUSED`), an app candidate that cannot be imported (`app_import_failure`),
+else the usual cause in words the user can act on (`crash_hint`, `no_app_message`).
 """
 
 from __future__ import annotations
@@ -38,8 +32,8 @@ _PYTHON_UNAVAILABLE = re.compile(
 
 
 def app_import_failure(choice: AppChoice, tail: str) -> str | None:
-    """The line of `tail` saying that `choice` itself cannot be imported (not a
-    dependency it imports), or None when the server failed for another reason."""
+    """The line of `tail` saying `choice` itself (not a dependency) cannot be
+    imported; None when the server failed for another reason."""
     module, _, attribute = choice.app.partition(":")
     prefixes = {module.rsplit(".", n)[0] for n in range(module.count(".") + 1)}
     for line in reversed(tail.splitlines()):
@@ -64,9 +58,8 @@ def crash_hint(
     python_requirement: str | None,
 ) -> str:
     """The usual cause of a crashed start, as a parenthesis to append ("" when
-    unknown): the server's `port` in use (given by the caller, or picked by the
-    launcher when `port_picked`), a Python uv could not provide, or one it was
-    told to use (`UV_PYTHON`) that the env does not support."""
+    unknown): its `port` in use, a Python uv could not provide, or one it was told
+    to use that the env does not support."""
     if ADDRESS_IN_USE.search(tail) and port is not None:
         if not port_picked:
             return (
@@ -101,8 +94,7 @@ def crash_hint(
 def no_app_message(
     user_app: str | None, failed_apps: Sequence[tuple[AppChoice, str]], tail: str
 ) -> str:
-    """The failure once no app could be imported: the one `user_app` set, or every
-    candidate tried (`failed_apps`: each with the line that said why)."""
+    """The failure once no app could be imported: `user_app`'s, or each candidate's."""
     if user_app:
         return (
             f"env server `uv run ... uvicorn {user_app}` cannot import its "

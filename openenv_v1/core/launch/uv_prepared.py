@@ -1,21 +1,12 @@
 """The prepared environment a UV-launched env server runs from, and its use record.
 
 Each env project gets one environment of its own, outside the project, that uv keeps
-in sync with the project and its lock (`prepared_env_dir`: `uv-envs/<name>-<digest>`
-under `cache_root()`). Once a server launched through `uv run` from it is ready, the
-environment is stamped with a fingerprint of the project and its size on disk
-(`mark_prepared`); a later launch of an unchanged project runs that environment's
-uvicorn directly (`prepared_uvicorn`), skipping uv's check.
-
-A launch holds the environment (`hold_prepared_env`) from before uv touches it until
-its server stops (`release_prepared_env`): a shared `flock` on its use record,
-`uv-env-use/<name>-<digest>`, which names the project and whose mtime is the
-environment's last use. The record lives beside `uv-envs/`, not in the environment:
-uv refuses a folder that holds anything but an environment, and empties one it
-recreates. `cache` prunes only what it can lock exclusively.
-
-    held = hold_prepared_env(env_dir, "/path/to/env")   # ... serve ...
-    release_prepared_env(held)
+in sync (`prepared_env_dir`, under `cache_root()`). Once a server from it is ready it
+is stamped (`mark_prepared`), and a later launch of the unchanged project runs its
+uvicorn directly (`prepared_uvicorn`). A launch holds it (`hold_prepared_env`) until
+its server stops: a shared `flock` on its use record, `uv-env-use/<name>`, which names
+the project and whose mtime is its last use (beside `uv-envs/`: uv refuses a folder
+holding anything but an environment). `cache` prunes only what it locks exclusively.
 
 Imports nothing of the package.
 """
@@ -31,8 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
-# Written into a prepared environment once a server launched through `uv run` from
-# it is ready; holds `fingerprint()` of the project it was synced for, and its size.
+# Stamps of a prepared environment: the project's `fingerprint()`, and its size.
 PREPARED_STAMP = ".openenv-v1-prepared"
 SIZE_STAMP = ".openenv-v1-size"
 ENVS_DIR, USE_DIR = "uv-envs", "uv-env-use"
@@ -52,8 +42,8 @@ def cache_root() -> Path:
 
 
 def prepared_env_dir(source: str, name: str) -> Path:
-    """Where the prepared environment of the env project at `source` (its absolute
-    path, or its `git+` URL) lives: under `cache_root()`."""
+    """Where the prepared environment of the project at `source` (its absolute path,
+    or `git+` URL) lives."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "env"
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     return cache_root() / ENVS_DIR / f"{slug}-{digest}"
@@ -65,9 +55,8 @@ def use_record(env_dir: Path) -> Path:
 
 
 def hold_prepared_env(env_dir: Path, source: str) -> BinaryIO | None:
-    """Hold `env_dir` in use until `release_prepared_env`: a shared lock on its use
-    record, which is made to name `source` and touched (the last use). None, holding
-    nothing, when the cache cannot be written."""
+    """Hold `env_dir` in use until `release_prepared_env` (a shared lock on its use
+    record, made to name `source`, touched); None when the cache cannot be written."""
     record = use_record(env_dir)
     with contextlib.suppress(OSError):
         record.parent.mkdir(parents=True, exist_ok=True)
@@ -99,8 +88,7 @@ def release_prepared_env(held: BinaryIO | None) -> None:
 
 def prepared_uvicorn(env_dir: Path, project: Path) -> Path | None:
     """The prepared environment's uvicorn, when uv synced `env_dir` for `project`'s
-    current files (`mark_prepared`): a repeated launch then runs it directly instead
-    of asking uv to check the environment again."""
+    current files (`mark_prepared`)."""
     uvicorn = env_dir / "bin" / "uvicorn"
     with contextlib.suppress(OSError):
         stamp = (env_dir / PREPARED_STAMP).read_text()
@@ -110,8 +98,7 @@ def prepared_uvicorn(env_dir: Path, project: Path) -> Path | None:
 
 
 def mark_prepared(env_dir: Path, project: Path) -> None:
-    """Stamp `env_dir` as synced for `project`'s current files, with its size on disk
-    measured once per sync (best effort)."""
+    """Stamp `env_dir` as synced for `project`'s current files, and its size."""
     stamp = env_dir / PREPARED_STAMP
     with contextlib.suppress(OSError):
         current, size = fingerprint(project), env_dir / SIZE_STAMP
@@ -135,8 +122,7 @@ def disk_usage(path: Path) -> int:
 
 
 def fingerprint(project: Path) -> str:
-    """What the prepared environment depends on: the project's location and the
-    files uv resolves and installs it from."""
+    """The project's location and the files uv installs it from."""
     digest = hashlib.sha256(str(project).encode())
     for name in _ENV_INPUTS:
         with contextlib.suppress(OSError):

@@ -1,25 +1,13 @@
-"""What a UV launch's server process runs: its environment, its command, its output.
+"""What a UV launch's server process runs, each time it starts.
 
-`SupervisedUVProvider` may start its server more than once (on another port, with
-gradio, with the next app candidate); each start runs what this module builds:
-
-- `server_base_env`: the server's environment, the same for every start: an
-  allow-list, not the launcher's environment (`server_env`), the prepared
-  environment uv keeps in sync (`UV_PROJECT_ENVIRONMENT`), and the env's folder on
-  the import path (`PYTHONPATH`), as OpenEnv's Dockerfiles run it;
+- `server_base_env`: an allow-list, not the launcher's environment (`server_env`),
+  the prepared environment (`UV_PROJECT_ENVIRONMENT`), and the env's folder on the
+  import path (`PYTHONPATH`), as OpenEnv's Dockerfiles run it;
 - `server_command`: `uv run --project P -- uvicorn APP ...`, or the prepared
-  environment's own uvicorn when the project is unchanged since it was prepared
-  (`uv_prepared`), with a `gradio` that refuses to import ahead on the path when
-  gradio is hidden (`NO_GRADIO_DIR`);
-- `ServerOutput`: where the server writes its output, a temp file unlinked as soon as
-  it is open, so nothing is left on disk however either side ends (SIGKILL of the
-  eval included), and whose tail a failure quotes.
-
-    env = server_base_env(project, env_vars, env_dir)
-    command, env, reused = server_command(spec, project, env_dir, env)
-    output = ServerOutput.open()   # start_group(command, stdout=output.fd, ...)
-
-Imports `env_project` (the project's type), `server_env` and `uv_prepared`.
+  environment's own uvicorn when the project is unchanged since (`uv_prepared`),
+  with a `gradio` that refuses to import ahead on the path when gradio is hidden;
+- `ServerOutput`: a temp file unlinked as soon as it is open, so nothing is left
+  however either side ends, whose tail a failure quotes.
 """
 
 from __future__ import annotations
@@ -76,9 +64,7 @@ class ServerSpec:
 def server_base_env(
     project: EnvProject, env_vars: Mapping[str, str], env_dir: Path
 ) -> dict[str, str]:
-    """The environment of every start of `project`'s server: the allow-list and
-    `env_vars` (`server_env.server_environ`), its prepared environment `env_dir`,
-    and the project's folder first on its import path."""
+    """The environment of every start of `project`'s server."""
     env = server_environ(env_vars)
     env["UV_PROJECT_ENVIRONMENT"] = str(env_dir)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -90,9 +76,8 @@ def server_base_env(
 def server_command(
     spec: ServerSpec, project: EnvProject, env_dir: Path, env: Mapping[str, str]
 ) -> tuple[list[str], dict[str, str], bool]:
-    """The command of one start, its environment (`env`, with gradio hidden when
-    `spec` says so), and whether it runs the prepared environment's uvicorn without
-    uv (the project is unchanged since `env_dir` was prepared)."""
+    """The command of one start, its environment, and whether it runs the prepared
+    environment's uvicorn without uv."""
     env = dict(env)
     if spec.hide_gradio:
         env["PYTHONPATH"] = f"{NO_GRADIO_DIR}{os.pathsep}{env['PYTHONPATH']}"
@@ -107,9 +92,8 @@ def server_command(
 
 
 class ServerOutput:
-    """A server's output: a temp file unlinked as soon as it is open. The server
-    writes it through `fd` (its stdout and stderr; close `fd` once it started),
-    `tail` reads it through the descriptor kept here, until `close`."""
+    """A server's output: written through `fd` (close it once the server started),
+    its `tail` read here until `close`."""
 
     def __init__(self, fd: int, log: BinaryIO) -> None:
         self.fd = fd

@@ -1,25 +1,9 @@
 """The starts of one UV launch: which app, on which port, with gradio or not, and what
-follows a server that exited before it was ready.
-
-A UV launch may start its server more than once. `UVStarts` holds what the next start
-runs (`spec`, `choice`) and, given the output of a server that exited before it was
-ready (`next_start`), moves to the next start or fails naming the cause:
-
-- the port the launcher picked was taken by another process before uvicorn bound it:
-  the same app on a fresh port (at most `PORT_MOVES` times; a port the caller gave
-  is never moved);
-- the hidden gradio was imported after all (`GRADIO_REFUSED`): the same app with
-  gradio, for this project's servers from now on in this process, and a note;
-- the app cannot be imported: the next candidate the project's files name, until
-  none is left (`no_app_message`);
-- anything else: an `EnvFailure` with the exit code, the usual cause where it is
-  known (`uv_diagnosis.crash_hint`) and the output's tail.
-
-    starts = UVStarts.first(project, user_app, spec, port_picked=True)
-    starts.next_start(code, tail)   # or EnvFailure; then start `starts.spec` again
-
-Imports `env_project`, `uv_diagnosis`, `uv_server` (the spec) and `openenv_lines`
-(a free port).
+follows a server that exited before it was ready (`UVStarts.next_start`): the same
+app on a fresh port when the picked one was taken first (`PORT_MOVES` at most); with
+gradio when hiding it killed the server (`GRADIO_REFUSED`); the next app candidate
+when its app cannot be imported; else an `EnvFailure` with the exit code, the cause
+where known (`uv_diagnosis.crash_hint`) and the output's tail.
 """
 
 from __future__ import annotations
@@ -54,8 +38,7 @@ _IMPORTS_GRADIO: set[str] = set()
 
 def hides_gradio(project: EnvProject, web_ui: bool, env: Mapping[str, str]) -> bool:
     """Whether `project`'s server starts with gradio hidden: unless asked (`web_ui`,
-    `ENABLE_WEB_INTERFACE`), the project declares gradio, or one of its servers in
-    this process needed it."""
+    `ENABLE_WEB_INTERFACE`), declared, or needed by one of its servers before."""
     return not (
         web_ui
         or project.declares_gradio
@@ -65,8 +48,7 @@ def hides_gradio(project: EnvProject, web_ui: bool, env: Mapping[str, str]) -> b
 
 
 def app_candidates(project: EnvProject, user_app: str | None) -> list[AppChoice]:
-    """The apps to try in turn: the `app` setting, else what the project's files
-    name; `EnvFailure` naming the setting when there is none."""
+    """The apps to try in turn: the `app` setting, else what the project names."""
     if user_app:
         return [AppChoice(user_app, f"set in {setting('provider_kwargs.app')}")]
     candidates = project.app_candidates()
@@ -81,52 +63,34 @@ def app_candidates(project: EnvProject, user_app: str | None) -> list[AppChoice]
 
 
 class UVStarts:
-    """The starts of one launch of `project`; see the module docstring."""
+    """The starts of one launch of `project` (the module docstring), from the first
+    app candidate on `spec`'s port; `port_picked`: the launcher chose the port."""
 
     def __init__(
         self,
         project: EnvProject,
-        candidates: list[AppChoice],
+        user_app: str | None,
         spec: ServerSpec,
         *,
-        user_app: str | None,
         port_picked: bool,
     ) -> None:
         self.project = project
-        self.candidates = candidates
-        self.choice = candidates[0]
+        self.candidates = app_candidates(project, user_app)
+        self.choice = self.candidates[0]
         """The app the next (or current) start serves, and why."""
         self.spec = replace(spec, app=self.choice.app)
         """What the next (or current) start runs."""
         self.user_app = user_app
         self.port_picked = port_picked
-        """The launcher chose the port (it may choose another)."""
         self.port_moves = 0
         self.failed_apps: list[tuple[AppChoice, str]] = []
         """Candidates that could not be imported, with the line that said so."""
         self.notes: list[str] = []
         """What the user should know about this launch (e.g. gradio was needed)."""
 
-    @classmethod
-    def first(
-        cls,
-        project: EnvProject,
-        user_app: str | None,
-        spec: ServerSpec,
-        *,
-        port_picked: bool,
-    ) -> UVStarts:
-        """The first start: the first app candidate (`EnvFailure` when there is
-        none), on `spec`'s port."""
-        candidates = app_candidates(project, user_app)
-        return cls(
-            project, candidates, spec, user_app=user_app, port_picked=port_picked
-        )
-
     def next_start(self, code: int, tail: str) -> None:
-        """After the server exited with `code` before it was ready, its output
-        ending with `tail`: move `spec` and `choice` to the next start, or raise
-        `EnvFailure` naming the cause."""
+        """After the server exited with `code` before it was ready (output ending in
+        `tail`): move `spec` and `choice` on, or raise `EnvFailure` naming why."""
         if self._move_port(tail) or self._allow_gradio(tail):
             return
         choice = self.choice
@@ -151,8 +115,7 @@ class UVStarts:
         self.choice, self.spec = left[0], replace(self.spec, app=left[0].app)
 
     def _move_port(self, tail: str) -> bool:
-        """Whether the server died because another process took the port picked for
-        it (and moves are left): then the next start binds a fresh one."""
+        """Whether another process took the picked port: the next start moves."""
         if not (
             self.port_picked
             and self.port_moves < PORT_MOVES
@@ -171,7 +134,7 @@ class UVStarts:
 
     def _allow_gradio(self, tail: str) -> bool:
         """Whether the server died importing the hidden gradio: then this project's
-        servers start with it from now on, and a note says so."""
+        servers start with it, and a note says so."""
         if not (self.spec.hide_gradio and GRADIO_REFUSED in tail):
             return False
         self.spec = replace(self.spec, hide_gradio=False)

@@ -1,22 +1,12 @@
 """`docker build` of an env folder's image: its arguments, network, lock and failure.
 
-A folder is built as OpenEnv's `openenv build` builds it, with the build arguments
-`BUILD_MODE` (`standalone` or `in-repo`) and `ENV_NAME=<folder name without _env>`
-(`build_args_of`). BuildKit is on (env Dockerfiles use `RUN --mount=type=cache`), the
-image labelled `INPUTS_LABEL` with its tag (what `prune` looks for). A failed build
-raises `EnvFailure` naming the failing step and the tail of its output
-(`build_failure`).
-
-Builds run on Docker's default build network, so a Dockerfile's `RUN` steps do not
-reach this host's loopback services; `network="host"` (`provider_kwargs.build_network`,
-or `OPENENV_V1_BUILD_NETWORK=host`: `build_network`) runs them on the host's network,
-for hosts whose package registries answer only there. A build that fails on the
-network says so, naming that setting. One build of an image at a time on this host
-(`build_lock`): a lock file under the user's cache directory, opened without
-following symlinks, waited for no longer than the build's own timeout.
-
-`image.ensure_env_image` decides whether to build (and which tag); this runs it.
-Imports only `cli` and `openenv_v1.core.errors`.
+A folder is built as `openenv build` builds it (`build_args_of`), with BuildKit on
+(env Dockerfiles use `RUN --mount=type=cache`), the image labelled `INPUTS_LABEL`
+(what `prune` looks for). Builds run on Docker's default build network, whose `RUN`
+steps do not reach this host's loopback services; `build_network` "host" runs them on
+the host's, for registries that answer only there, and a build that fails on the
+network names that setting (`build_failure`). One build of an image at a time on this
+host (`build_lock`).
 """
 
 from __future__ import annotations
@@ -27,20 +17,20 @@ import hashlib
 import os
 import re
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import DOCKER_VAR, call_docker, docker_cli
+from openenv_v1.core.launch.uv_prepared import cache_root
 from openenv_v1.core.setting_names import setting
 
 BUILD_NETWORK_VAR = "OPENENV_V1_BUILD_NETWORK"
-"""Environment variable setting the build network (`default` or `host`) where
-`provider_kwargs.build_network` does not."""
+"""The build network (`default` or `host`) where `build_network` is unset."""
 BuildNetwork = Literal["default", "host"]
-CACHE_DIR_VAR = "OPENENV_V1_CACHE_DIR"
 # What a `RUN` step that could not reach the network prints (pip, uv, apt, curl, git).
 _NETWORK_FAILURES = re.compile(
     r"Temporary failure in name resolution|Temporary failure resolving|"
@@ -56,14 +46,12 @@ OUTPUT_TAIL_CHARS = 3000
 
 
 def build_args_of(folder: Path, mode: str = "standalone") -> dict[str, str]:
-    """The build arguments `openenv build` passes for an env folder built in `mode`
-    (`standalone` or `in-repo`)."""
+    """The build arguments `openenv build` passes for `folder` built in `mode`."""
     return {"BUILD_MODE": mode, "ENV_NAME": folder.name.replace("_env", "")}
 
 
 def build_network(setting: BuildNetwork | None = None) -> BuildNetwork:
-    """The build network: `setting`, else `$OPENENV_V1_BUILD_NETWORK`, else
-    `default` (an unknown value of the variable is an `EnvFailure`)."""
+    """`setting`, else `$OPENENV_V1_BUILD_NETWORK`, else `default`."""
     chosen = setting or os.environ.get(BUILD_NETWORK_VAR) or "default"
     if chosen not in ("default", "host"):
         raise EnvFailure(
@@ -105,10 +93,8 @@ def run_build(
 def build_failure(
     tag: str, dockerfile: Path, output: str, network: BuildNetwork = "default"
 ) -> str:
-    """What a failed `docker build --progress plain` says, for the person reading it:
-    the failing step and the tail of the output, and, for a step that could not
-    reach the network on Docker's default build network, the setting that builds
-    on the host's."""
+    """A failed build's message: the failing step, the output's tail, and for a step
+    that could not reach the network, the setting that builds on the host's."""
     if "buildx component is missing" in output or "requires buildx" in output:
         return (
             f"building {tag} needs BuildKit, and this `docker` client ({docker_cli()}) "
@@ -144,21 +130,15 @@ def _text(data: bytes | str | None) -> str:
 
 
 def build_lock_dir() -> Path:
-    """Where build locks live: `build-locks` under `$OPENENV_V1_CACHE_DIR`, else
-    `$XDG_CACHE_HOME/openenv-v1` (`~/.cache/openenv-v1`): the user's own, never a
-    shared `/tmp`."""
-    root = os.environ.get(CACHE_DIR_VAR) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-        "openenv-v1",
-    )
-    return Path(root) / "build-locks"
+    """Where build locks live: the user's own cache, never a shared `/tmp`."""
+    return cache_root() / "build-locks"
 
 
 @contextlib.contextmanager
 def build_lock(tag: str, timeout_s: float):
     """One build of `tag` at a time across this user's processes: an exclusive lock
-    on a file opened with `O_NOFOLLOW` (a symlink planted there fails, never
-    followed), waited for at most `timeout_s` (an `EnvFailure` then)."""
+    on a file opened with `O_NOFOLLOW` (a planted symlink fails), waited for at most
+    `timeout_s`."""
     root = build_lock_dir()
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = root / (hashlib.sha256(tag.encode()).hexdigest()[:16] + ".lock")
@@ -170,19 +150,19 @@ def build_lock(tag: str, timeout_s: float):
             f"cannot open the build lock {path} of {tag}: {e} (a symlink there is "
             "refused; remove it)"
         ) from None
-    deadline = time.monotonic() + timeout_s
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise EnvFailure(
-                        f"another build of {tag} on this host held its lock ({path}) "
-                        f"for over {timeout_s:.0f}s; let it finish, or end it"
-                    ) from None
-                time.sleep(0.2)
+        try:
+            Retrying(
+                stop=stop_after_delay(timeout_s),
+                wait=wait_fixed(0.2),
+                retry=retry_if_exception_type(BlockingIOError),
+                reraise=True,
+            )(fcntl.flock, fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EnvFailure(
+                f"another build of {tag} on this host held its lock ({path}) "
+                f"for over {timeout_s:.0f}s; let it finish, or end it"
+            ) from None
         try:
             yield
         finally:

@@ -1,15 +1,8 @@
-"""The `docker` client every Docker launch runs, and one way to run it.
-
-`docker_cli()` is `$OPENENV_V1_DOCKER` (e.g. `/usr/bin/docker`, a client with BuildKit
-built in), else `docker` on PATH; `call_docker(*args)` is the one place it is run
-(its output captured), `run_docker(*args)` the way most callers run it: a timeout as
-exit code 124, and a client that cannot run as an `EnvFailure` naming the fix
-(those with a failure of their own, a build or a prune, call `call_docker`).
-`docker_port` reads where a container's port is published. `LastSaid` is what a
-`docker` query last answered, asked again in the background when stale, so a reader
-under a lock never waits on Docker.
-
-Imports only `openenv_v1.core.errors`: the bottom of `docker/`.
+"""The `docker` client (`$OPENENV_V1_DOCKER`, else `docker` on PATH) and the one
+place it is run: `call_docker`, and `run_docker` (a timeout as exit code 124, a
+client that cannot run as an `EnvFailure` naming the fix) for callers without a
+failure of their own. `docker_port` reads a published port. `LastSaid` is a
+`docker` answer refreshed in the background, so a reader under a lock never waits.
 """
 
 from __future__ import annotations
@@ -26,7 +19,6 @@ from openenv_v1.core.errors import EnvFailure
 _T = TypeVar("_T")
 
 DOCKER_VAR = "OPENENV_V1_DOCKER"
-"""Environment variable naming the `docker` client to run (default: `docker` on PATH)."""
 
 
 def docker_cli() -> str:
@@ -37,9 +29,8 @@ def docker_cli() -> str:
 def call_docker(
     *args: str, timeout: float = 30.0, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`docker <args>` with its output captured; `subprocess.TimeoutExpired` after
-    `timeout`, `OSError` when the client cannot run. `env` is added to this
-    process's environment (variables passed by name)."""
+    """`docker <args>`, its output captured, `env` added to this process's;
+    `subprocess.TimeoutExpired` or `OSError` raised."""
     return subprocess.run(
         [docker_cli(), *args],
         capture_output=True,
@@ -71,9 +62,8 @@ def run_docker(
 def docker_port(
     container: str, port: int
 ) -> tuple[str | None, subprocess.CompletedProcess[str]]:
-    """Where `container` publishes its `port`/tcp on the host, as `docker port`
-    lists it first (`127.0.0.1:49153`, `[::]:49153`): that `address:port`, or None
-    when it lists none; and Docker's answer, for a failure to quote."""
+    """The `address:port` `container` first publishes its `port`/tcp on, or None;
+    and Docker's answer, for a failure to quote."""
     result = run_docker("port", container, f"{port}/tcp")
     for line in result.stdout.splitlines():
         address, _, number = line.strip().rpartition(":")
@@ -83,8 +73,7 @@ def docker_port(
 
 
 class LastSaid(Generic[_T]):
-    """What `ask()` (a `docker` query) last answered, starting from `first`.
-    Thread-safe; see `get`."""
+    """What `ask()` (a `docker` query) last answered, starting from `first`."""
 
     def __init__(self, ask: Callable[[], _T], first: _T, *, thread: str) -> None:
         self._ask, self._value, self._thread = ask, first, thread
@@ -93,9 +82,8 @@ class LastSaid(Generic[_T]):
         self._lock = threading.Lock()
 
     def get(self, max_age: float) -> _T:
-        """The answer; when older than `max_age` seconds, asked again: in the
-        background (this returns the last answer, never blocking) unless `max_age`
-        is 0, which asks now and returns the new answer."""
+        """The answer; when older than `max_age` seconds, asked again in the
+        background (the last answer returned), or now for `max_age` 0."""
         with self._lock:
             if time.monotonic() - self._at < max_age:
                 return self._value

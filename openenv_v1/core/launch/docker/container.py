@@ -1,36 +1,15 @@
 """An env server in a Docker container on this host, run safely and owned.
 
-OpenEnv's `LocalDockerProvider.start_container` runs `docker run -d -p PORT:8000
-IMAGE`: published on every interface, as root with Docker's default capabilities, on
-the default bridge (the internet, the cloud metadata address and every other
-container in reach), with no limits, no labels, and a container nobody removes when
-its eval dies. `DockerLaunch` keeps that provider's shape (start a container, wait for
-`/health`, stop it), takes nothing else of it (its constructor asks `docker version`
-of `docker` on PATH; this runs `docker_cli()` and asks nothing up front: a missing
-client or daemon fails `start()` with Docker's own message), and:
-
-- runs the image it picks: `image`, one built from the env folder's Dockerfile
-  (`image`; after a new build the env's older images go, `prune`), or
-  the Space's;
-- hardens it by default (`options.limit_args`, `options.run_as`): `--cap-drop ALL`
-  (`cap_add` gives some back), `--security-opt no-new-privileges`, a non-root user
-  where the image allows (`user`), a pids limit, a memory limit (swap included),
-  optional `cpus` and a read-only root;
-- runs it with no egress and no traffic to other containers (`network`): on
-  an internal network, reached at its address there; with `egress`, on a network
-  that lets it out, published on `host` only (default 127.0.0.1); or on a `network`
-  the user names;
-- labels the container with its owner process and run, and starts the owner's reaper
-  (`reaper`), so the container goes when the owner does, however it ends;
-- passes `env_vars` by name only (`-e NAME`, the value in the client's environment), so
-  values never show in a command line or an error;
-- notices a container that exits before it is ready and reports its exit code (and an
-  out-of-memory kill) with the tail of its logs (it waits with `readiness.wait_ready`).
-
-The `docker run` it makes (network, port, hardening, variables) is `run_args`'s, what
-Docker says of the container (state, log, how it exited) and its removal
-`container_state`'s. It is a `plan.Launcher` (`start() -> url`, `wait_for_ready() ->
-url`, `running()`, `stop()`), so shared containers are pooled like UV servers:
+OpenEnv's `LocalDockerProvider` runs `docker run -d -p PORT:8000 IMAGE`: published on
+every interface, as root with Docker's default capabilities, on the default bridge
+(the internet, the cloud metadata address, every other container), unlimited, and
+never removed when its eval dies. `DockerLaunch` keeps that provider's shape (start,
+wait for `/health`, stop), takes nothing else of it, and runs the image `image.py`
+picks hardened (`options.limit_args`, `options.run_as`), with no egress and no
+neighbours (`network`), labelled for its owner's reaper (`reaper`), its variables
+passed by name only (`run_args`); a container that exits before it is ready fails
+with its exit code and log tail (`container_state`), or, when `user` "auto" ran it
+as uid 65534, is run again as root with a warning.
 
     launch = docker_launch_plan(EnvTarget(env="org/maze", use_docker=True,
         provider_kwargs={"project_path": "envs/maze_env"})).launcher
@@ -80,8 +59,7 @@ _needs_root: set[str] = set()
 
 
 class DockerLaunch:
-    """One env container, run safely and owned; see the module docstring.
-    Thread-safe; `stop()` is idempotent and no start follows it."""
+    """One env container. Thread-safe; `stop()` is idempotent and final."""
 
     def __init__(
         self,
@@ -102,9 +80,8 @@ class DockerLaunch:
         self.start_seconds: float | None = None
         """Seconds from `docker run` to a ready server."""
         self.published: str | None = None
-        """The host address and port Docker published the server's port on, as
-        `docker port` reports it (e.g. `127.0.0.1:49153`); None on the isolated
-        network, which publishes nothing."""
+        """`address:port` Docker published the server on (`docker port`); None on
+        the isolated network."""
         self.network: str | None = None
         """The Docker network the container runs on."""
         self.address: str | None = None
@@ -144,8 +121,7 @@ class DockerLaunch:
         return chosen
 
     def start_container(self, image: str) -> str:
-        """Run a container of `image` as the options say (`run_args`); returns the
-        base URL it will answer at."""
+        """Run a container of `image` (`run_args`); returns its base URL."""
         run = container_run(
             self.env,
             self.options,
@@ -195,8 +171,7 @@ class DockerLaunch:
         for _ in range(NETWORK_RETRIES):
             if result.returncode == 0 or not shared or not _network_gone(result.stderr):
                 break
-            # Another owner's reaper removed the idle shared network meanwhile
-            # (between its creation here and the run, which can happen again).
+            # Another owner's reaper removed the idle shared network meanwhile.
             forget(run.network)
             run_docker("rm", "-f", self._container_name or "", timeout=60)
             ensure_network(egress=self.options.egress, again=True)
@@ -233,11 +208,8 @@ class DockerLaunch:
         )
 
     def wait_for_ready(self) -> str:
-        """Wait for `/health` to answer 200, for `launch_timeout_s` at most (the
-        shared `readiness.wait_ready`); returns the URL it answered at. A container
-        that exits first fails at once with its exit code and log tail, except one
-        run as uid 65534 because `user` is "auto": it is run again as root (the
-        image needs root; its URL is then another), with a warning saying so."""
+        """Wait for `/health` to answer 200, for `launch_timeout_s` at most; returns
+        the URL it answered at (another after a run again as root)."""
         timeout_s = self.launch_timeout_s
         deadline = time.monotonic() + timeout_s
         url = self._base_url
@@ -255,9 +227,8 @@ class DockerLaunch:
             ) from None
 
     def _as_root(self, image: str, exited: str) -> str:
-        """After the container exited before it was ready: an `EnvFailure` saying
-        so, unless `user` "auto" ran it as uid 65534: then the image needs root,
-        which a warning says, and a container of it runs as root (its URL)."""
+        """After the container exited before it was ready: `EnvFailure`, unless
+        `user` "auto" ran it as uid 65534: then it runs as root (its URL returned)."""
         if not self._auto_user:
             raise EnvFailure(exited)
         logger.warning(
@@ -294,8 +265,7 @@ class DockerLaunch:
         return url
 
     def _starting(self) -> bool:
-        """While the wait goes on: raises once the container exited (or the launch
-        was stopped), naming how."""
+        """Raises once the container exited (or the launch stopped), naming how."""
         if self._container_id is None:
             raise EnvFailure("the Docker launch was not started, or was stopped")
         self._raise_if_exited()
@@ -333,9 +303,8 @@ class DockerLaunch:
         return container_log_tail(self._container_id, chars)
 
     def running(self) -> bool:
-        """Whether the container runs, as Docker last said. Never blocks: `ServerPool`
-        asks under its lock on every lease, so a stale answer (over a second old) is
-        refreshed in the background and the last one returned."""
+        """Whether the container runs, as Docker last said (refreshed in the
+        background when over a second old: never blocks a lock holder)."""
         return self._container_id is not None and self._running.get(max_age=1.0)
 
     def _runs(self) -> bool:
@@ -347,8 +316,7 @@ class DockerLaunch:
         self._remove_container(grace_s, last=True)
 
     def _remove_container(self, grace_s: float = 0.0, *, last: bool = False) -> None:
-        """Remove the container (stopped first, given `grace_s`); `last`: no start
-        follows."""
+        """Remove the container (`grace_s` to stop); `last`: no start follows."""
         with self._lock:
             self._stopped = self._stopped or last
             started = self._container_id is not None
@@ -375,8 +343,8 @@ class _ExitedEarly(Exception):
 
 
 NETWORK_RETRIES = 3
-"""Runs again after the shared network was found gone: owners' reapers remove it
-when idle, and several launching and stopping at once can race it twice."""
+"""Runs again after the shared network was found gone (owners' reapers remove it
+when idle, and may race a launch more than once)."""
 
 
 def _network_gone(stderr: str) -> bool:

@@ -1,17 +1,5 @@
-"""What Docker says of an env container, and its removal.
-
-A `DockerLaunch` asks Docker about its container while it waits for the server and
-after: its state (`container_state`: running, exit code, killed for its memory), the
-end of its log (`container_log_tail`), and, once it exited before it was ready, what
-a failure says of it (`exit_message`: the exit code, an out-of-memory kill and the
-setting to raise, the user it ran as, the log's tail). `remove_container` removes it:
-stopped first with a grace period, then `docker rm -f`.
-
-    state = container_state(container_id)
-    if state is not None and not state.get("Running"):
-        raise EnvFailure(exit_message(name, image, state, container_log_tail(cid), ""))
-
-Imports `cli` of `docker/`.
+"""What Docker says of an env container (its state, log and how it exited), and its
+removal.
 """
 
 from __future__ import annotations
@@ -37,8 +25,7 @@ LOG_TAIL_LINES = 40
 
 
 def container_state(container: str) -> dict[str, Any] | None:
-    """Docker's `.State` of `container` (`Running`, `ExitCode`, `OOMKilled`, ...);
-    None when Docker does not know it or cannot say."""
+    """Docker's `.State` of `container`; None when Docker cannot say."""
     result = run_docker("inspect", "--format", "{{json .State}}", container)
     if result.returncode != 0:
         return None
@@ -48,8 +35,7 @@ def container_state(container: str) -> dict[str, Any] | None:
 
 
 def container_log_tail(container: str, chars: int | None = None) -> str:
-    """The end of the container's log: its last `LOG_TAIL_LINES` lines, or (as
-    UV's `log_tail`, which `check` calls) its last `chars` characters."""
+    """The container's last `LOG_TAIL_LINES` log lines, or last `chars` characters."""
     lines = LOG_TAIL_LINES if chars is None else chars  # a line has 1 at least
     result = run_docker("logs", "--tail", str(lines), container)
     text = (result.stdout + result.stderr).strip()
@@ -63,9 +49,8 @@ def exit_message(
     log_tail: str,
     user_hint: str,
 ) -> str:
-    """What a failure says of container `name` of `image` that exited before its
-    server was ready (`state`: its `.State`): the exit code, an out-of-memory kill
-    and the setting to raise, `user_hint` (`options.root_hint`) and `log_tail`."""
+    """What a failure says of container `name` that exited before it was ready: the
+    exit code, an out-of-memory kill and the setting to raise, `user_hint`, the log."""
     why = ""
     if state.get("OOMKilled"):
         why = (
@@ -80,9 +65,8 @@ def exit_message(
 
 
 def remove_container(target: str, *, started: bool, grace_s: float) -> None:
-    """Remove `target` (an id or name): stopped first (SIGTERM, SIGKILL after
-    `grace_s`) when it `started` and `grace_s` > 0, then `docker rm -f` (a `docker
-    run` that failed may have left it created, unstarted)."""
+    """Remove `target` (an id or name): stopped first with `grace_s` when it
+    `started`, then `docker rm -f` (a failed `docker run` may leave one created)."""
     if started and grace_s > 0:
         run_docker("stop", "-t", str(math.ceil(grace_s)), target, timeout=grace_s + 30)
     run_docker("rm", "-f", target, timeout=60)

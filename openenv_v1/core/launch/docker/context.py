@@ -1,25 +1,12 @@
-"""The build context of an env folder's Docker build, and the files its image is made of.
+"""The build context of an env folder's Docker build, the files its image is made of,
+and the one reader of a Dockerfile's instructions and `ARG`s.
 
-OpenEnv's `openenv build` tells two kinds of env folder apart: one in a repo's `envs/`
-folder (`<root>/envs/<env>`, "in-repo") and any other ("standalone"), and passes the
-kind as the build argument `BUILD_MODE`. Most env Dockerfiles `COPY .` and build from
-the env folder alone. A few are written to be built from the repo root, as their own
-header says (coding_env: `docker build -f envs/coding_env/server/Dockerfile .`), and
-copy paths relative to it (`COPY envs/coding_env/ ...`, `COPY src/openenv/core/ ...`).
-So `build_context(folder, dockerfile)` picks:
-
-- the env folder, `BUILD_MODE=standalone`; unless
-- the folder is `<root>/envs/<env>` and its Dockerfile copies a path that is not in the
-  folder but is under `<root>`: then `<root>`, `BUILD_MODE=in-repo`.
-
-The image's inputs (what its tag hashes) are the context's files: the whole env folder,
-or, for a repo root, the paths the Dockerfile copies, the Dockerfile itself and the
-root's `.dockerignore`; never the rest of the repo.
-
-    context = build_context(Path("OpenEnv/envs/coding_env"), dockerfile)
-    context.root, context.mode   # (Path("OpenEnv"), "in-repo")
-
-`arg_default` reads an `ARG` instruction, for this module and `image.base_images`.
+Most env Dockerfiles `COPY .` from the env folder (`BUILD_MODE=standalone`). A few
+are built from their repo's root, as their header says (coding_env: `docker build -f
+envs/coding_env/server/Dockerfile .`), and copy paths relative to it. So when the
+folder is `<root>/envs/<env>` and its Dockerfile copies a path not in the folder but
+under `<root>`, the context is `<root>` (`BUILD_MODE=in-repo`), and the image's inputs
+are the paths it copies, the Dockerfile and the root's `.dockerignore`.
 """
 
 from __future__ import annotations
@@ -45,8 +32,7 @@ class BuildContext:
 
 
 def dockerfile_lines(dockerfile: Path) -> list[str]:
-    """The Dockerfile's instructions, one string each: comments dropped, continuation
-    lines (ending in a backslash) joined."""
+    """The Dockerfile's instructions, comments dropped, continuation lines joined."""
     lines: list[str] = []
     pending = ""
     for raw in dockerfile.read_text(errors="replace").splitlines():
@@ -64,9 +50,7 @@ def dockerfile_lines(dockerfile: Path) -> list[str]:
 
 
 def arg_default(words: Sequence[str]) -> tuple[str, str] | None:
-    """The build argument an `ARG NAME=default` instruction (split into `words`)
-    declares, and its default unquoted; None for any other instruction, or an `ARG`
-    without a default."""
+    """`(NAME, default)` of an `ARG NAME=default` instruction's `words`, else None."""
     if len(words) >= 2 and words[0].upper() == "ARG" and "=" in words[1]:
         name, _, default = words[1].partition("=")
         return name, default.strip("\"'")
@@ -74,8 +58,8 @@ def arg_default(words: Sequence[str]) -> tuple[str, str] | None:
 
 
 def copy_sources(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
-    """The context paths the Dockerfile's `COPY` and `ADD` lines read (`--from` copies,
-    which read another stage, and URLs left out), with build arguments substituted."""
+    """The context paths the Dockerfile's `COPY` and `ADD` lines read (not `--from`
+    copies nor URLs), build arguments substituted."""
     args = dict(build_args)
     sources: list[str] = []
     for line in dockerfile_lines(dockerfile):
@@ -98,10 +82,15 @@ def copy_sources(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
         else:
             paths = rest.split()
         for path in paths[:-1]:
-            path = _VARIABLE.sub(lambda m: args.get(m[1], ""), path)
+            path = expand(path, args)
             if "://" not in path and not path.startswith("git@"):
                 sources.append(path)
     return sources
+
+
+def expand(text: str, args: Mapping[str, str]) -> str:
+    """`text` with its `$NAME` and `${NAME}` build arguments substituted."""
+    return _VARIABLE.sub(lambda m: args.get(m[1], ""), text)
 
 
 def _present(base: Path, source: str) -> bool:
@@ -115,8 +104,7 @@ def _present(base: Path, source: str) -> bool:
 def build_context(
     folder: Path, dockerfile: Path, build_args: Mapping[str, str]
 ) -> BuildContext:
-    """The build context for the env `folder` and its `dockerfile` (see the module
-    docstring)."""
+    """The build context for the env `folder` and its `dockerfile`."""
     root = folder.parent.parent
     sources = copy_sources(dockerfile, build_args)
     outside = [s for s in sources if not _present(folder, s)]

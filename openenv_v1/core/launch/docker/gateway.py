@@ -1,18 +1,13 @@
 """A way in to a Swarm task that publishes nothing: a gateway container on loopback.
 
-Swarm publishes a service's port on every interface of a node (host mode) or of every
-node (the routing mesh), and a task on an internal overlay network (no egress) gets
-no published port at all. So by default (`publish = "local"`) tasks publish nothing,
-and each task the pool uses is reached through a gateway: a small container on this
-node, on the default bridge with its port published on 127.0.0.1 only, also attached
-to the service's overlay network, which forwards each TCP connection to the task's
-address there. It is the launch's own code (a byte pipe to one address), run with the
-service's image (OpenEnv images have `python3`), hardened like an env container, and
-labelled with the owner, so the owner's reaper removes it however the owner ends.
+Swarm publishes a port on every interface of a node or of every node, and a task on
+an internal overlay network gets none. So with `publish = "local"` each task the pool
+uses is reached through a gateway: a small container of the service's image (OpenEnv
+images have `python3`), hardened and labelled for the reaper, its port published on
+127.0.0.1 only and attached to the service's network, piping each TCP connection to
+the task's address there.
 
     gateway = Gateway.start(image, network, "10.0.1.2", 8000, env="org/maze")
-    gateway.url   # "http://127.0.0.1:32771"
-    gateway.stop()
 """
 
 from __future__ import annotations

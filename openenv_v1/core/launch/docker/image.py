@@ -1,20 +1,11 @@
-"""The image a Docker launch runs: a given one, or one built from the env's folder.
+"""The image a Docker launch runs: `provider_kwargs.image` as given; else, for a local
+`project_path`, one built from its Dockerfile (`server/Dockerfile`, else
+`Dockerfile`); else the Space's image `registry.hf.space/<owner>-<name>:<tag>`.
 
-`DockerLaunch` picks, in order: `provider_kwargs.image` as given (a local or registry
-image); with a local `project_path`, an image built from that folder's own Dockerfile
-(`server/Dockerfile`, else `Dockerfile`); else the Hugging Face Space's image
-`registry.hf.space/<owner>-<name>:<tag>`.
-
-A folder's image is tagged by a hash of the build context's files it is made of
-(`context`: the folder, or the repo root for an in-repo env whose Dockerfile copies
-from it), of the build arguments and of the ids of the local images its stages start
-FROM: `openenv-v1/<folder>:<hash>`, so an unchanged folder on an unchanged base
-reuses its image and an edited one is rebuilt (`build`: the build itself, one at a
-time per image on this host). `image_user` is the user an image names, and
-`name_for` a unique name for a container or Swarm service of an image.
-
-Imports `cli`, `context` and `build` of `docker/`, and `openenv_lines` (a Space's
-image name).
+A folder's image is `openenv-v1/<folder>:<hash>`, the hash of the build context's
+files (`context`), the build arguments and the ids of the local images its stages
+start FROM: an unchanged folder on an unchanged base reuses its image, an edited one
+is rebuilt (`build`). `name_for` is a unique name for a container or service.
 
     built = ensure_env_image("/path/to/maze_env")
     print(built.image, "reused" if built.reused else f"built in {built.seconds:.0f}s")
@@ -27,7 +18,6 @@ import hashlib
 import os
 import re
 import secrets
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,8 +32,14 @@ from openenv_v1.core.launch.docker.build import (
     build_network,
     run_build,
 )
-from openenv_v1.core.launch.docker.cli import call_docker, run_docker
-from openenv_v1.core.launch.docker.context import arg_default, build_context
+from openenv_v1.core.launch.docker.cli import run_docker
+from openenv_v1.core.launch.docker.context import (
+    arg_default,
+    build_context,
+    dockerfile_lines,
+    expand,
+)
+from openenv_v1.core.launch.env_project import local_folder
 from openenv_v1.core.setting_names import setting
 
 BUILD_TIMEOUT_S = 1800.0
@@ -85,15 +81,13 @@ def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
     args = dict(build_args)
     stages: set[str] = set()
     images: list[str] = []
-    for line in dockerfile.read_text(errors="replace").splitlines():
+    for line in dockerfile_lines(dockerfile):
         words = line.split()
         if arg := arg_default(words):
             args.setdefault(*arg)
         elif len(words) >= 2 and words[0].upper() == "FROM":
             rest = [w for w in words[1:] if not w.startswith("--")]
-            image = re.sub(
-                r"\$\{?(\w+)\}?", lambda m: args.get(m[1], ""), rest[0] if rest else ""
-            )
+            image = expand(rest[0], args) if rest else ""
             if len(rest) >= 3 and rest[1].upper() == "AS":
                 stages.add(rest[2].lower())
             if image and image.lower() not in stages | {"scratch"}:
@@ -102,21 +96,9 @@ def base_images(dockerfile: Path, build_args: Mapping[str, str]) -> list[str]:
 
 
 def _image_id(image: str) -> str:
-    """The local image's id, or "" when it is not here or Docker cannot say (the
-    build pulls it)."""
-    with contextlib.suppress(EnvFailure):
-        result = _inspect_id(image)
-        return result.stdout.strip() if result.returncode == 0 else ""
-    return ""
-
-
-def _inspect_id(image: str) -> subprocess.CompletedProcess[str]:
-    """`docker image inspect` of the image's id; `EnvFailure` when Docker cannot
-    be asked."""
-    try:
-        return call_docker("image", "inspect", "--format", "{{.Id}}", image)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise EnvFailure(f"cannot ask Docker about image {image}: {e}") from e
+    """The local image's id; "" when it is not here or Docker cannot say."""
+    result = run_docker("image", "inspect", "--format", "{{.Id}}", image)
+    return result.stdout.strip() if result.returncode == 0 else ""
 
 
 def inputs_hash(
@@ -170,9 +152,8 @@ def ensure_env_image(
     network: BuildNetwork | None = None,
 ) -> EnvImage:
     """The image built from `folder`'s Dockerfile for its current files: reused when
-    present, built otherwise on the build `network` (see `build_network`), one build
-    at a time per image on this host. The build network is not part of the tag: an
-    image built either way is reused."""
+    present (whatever network built it), else built on `network`, one build at a
+    time per image on this host."""
     started = time.monotonic()
     folder = Path(folder).resolve()
     dockerfile = dockerfile_of(folder)
@@ -191,7 +172,7 @@ def ensure_env_image(
         source += f" (context {context.root}, as the Dockerfile copies from it)"
     chosen = build_network(network)
     with build_lock(tag, timeout_s):
-        if _inspect_id(tag).returncode == 0:
+        if _image_id(tag):
             return EnvImage(
                 tag, source, reused=True, seconds=time.monotonic() - started
             )
@@ -206,21 +187,15 @@ def image_for(
     tag: str = "latest",
     build_network: BuildNetwork | None = None,
 ) -> EnvImage:
-    """The image a launch of `env` runs: `image` as given; else, for a local
-    `project_path`, the image built from its Dockerfile (`ensure_env_image`); else the
-    Space's image `registry.hf.space/<owner>-<name>:<tag>`. Raises `EnvFailure` for a
-    `project_path` that is not a folder."""
+    """The image a launch of `env` runs, as the module docstring says."""
     if image:
         return EnvImage(image, "image setting")
-    if project_path and not project_path.startswith("git+"):
-        if not os.path.isdir(project_path):
-            raise EnvFailure(
-                f"project_path {project_path!r} is not a directory; set "
-                f"{setting('provider_kwargs.project_path')} to the env's folder (its "
-                f"Dockerfile is built), or {setting('provider_kwargs.image')} to an "
-                "image"
-            )
-        return ensure_env_image(project_path, network=build_network)
+    fix = (
+        "the env's folder (its Dockerfile is built), or "
+        f"{setting('provider_kwargs.image')} to an image"
+    )
+    if folder := local_folder(project_path, fix):
+        return ensure_env_image(folder, network=build_network)
     from openenv_v1.core.openenv_lines import hf_space_subdomain
 
     return EnvImage(f"registry.hf.space/{hf_space_subdomain(env)}:{tag}", "Space image")

@@ -1,31 +1,16 @@
 """The Docker networks env containers run on: no egress, no traffic between containers.
 
-A container on Docker's default bridge reaches the internet, the cloud metadata
-address (169.254.169.254), every other container on the bridge and whatever the host
-serves. Env containers run model-written code, so `DockerLaunch` puts them on one of
-two bridge networks of this package's, both with inter-container traffic off
-(`com.docker.network.bridge.enable_icc=false`, so no container reaches another):
-
-- `openenv-v1-isolated` (the default): `--internal`, so nothing leaves it: no route
-  out, no NAT. Docker publishes no port of a container on an internal network, so the
-  client reaches the server at the container's address on it (from this host only:
-  Docker drops packets forwarded into an internal network from elsewhere);
-- `openenv-v1-egress` (`egress = true`): outbound traffic allowed, the port published
-  on 127.0.0.1 as on the default bridge.
-
-Both are shared by every eval on the engine (with inter-container traffic off,
-sharing lets no container reach another) rather than one per eval: Docker's default
-address pools hold about 30 bridge networks, fewer than the user simulators of one
-eval with a container each. Each is created when first needed (under a fixed
-bridge interface name, `ov1-isolated` / `ov1-egress`, for host firewall rules), and
-the reaper tries to remove both when an owner ends (Docker refuses while a container
-uses one).
-
-What neither stops: a container reaches the host itself at its network's gateway
-address (the host's `INPUT` chain, not Docker's), so host services listening on every
-interface answer it; see docs/docker.md for the firewall rule that closes it.
-
-    name = ensure_network(egress=False)   # "openenv-v1-isolated"
+Docker's default bridge reaches the internet, the cloud metadata address, every
+other container and the host's services; env containers run model-written code. So
+they run on one of two bridge networks shared by every eval on the engine (Docker's
+address pools hold only about 30), both with inter-container traffic off
+(`enable_icc=false`): `openenv-v1-isolated` (the default, `--internal`: nothing leaves
+it, no port is published, the client reaches the container's address from this host)
+or `openenv-v1-egress` (`egress = true`: out allowed, the port published on
+127.0.0.1). Each is created when first needed, under a fixed bridge name for host
+firewall rules (`ov1-isolated`, `ov1-egress`); reapers remove them when idle.
+Neither stops a container from reaching the host at its gateway address
+(docs/docker.md has the firewall rule).
 """
 
 from __future__ import annotations
@@ -48,9 +33,8 @@ def network_name(egress: bool) -> str:
 
 
 def ensure_network(egress: bool, *, again: bool = False) -> str:
-    """The name of the network for containers with or without egress, created when
-    the engine lacks it; `again` asks Docker afresh (another process's reaper may
-    have removed it since)."""
+    """The network for containers with or without egress, created when the engine
+    lacks it; `again` asks Docker afresh (a reaper may have removed it)."""
     name = network_name(egress)
     with _lock:
         if name in _ensured and not again:

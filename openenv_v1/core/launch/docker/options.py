@@ -1,19 +1,8 @@
 """The keys of `provider_kwargs` a launch of an image takes, and what they become
-on Docker's command lines.
-
-`ImageOptions` declares, once, what every launcher that runs an image (Docker,
-Swarm) takes: the image, its build, the server's port and variables, its user,
-capabilities and limits; `DockerOptions` and `swarm.options.SwarmOptions` add their
-own. `read_image_options` reads either with `launch.options.read_options`, the
-options of a UV launch dropped with a warning. `limit_args` and `run_as` are the
-limits and the user, spelt for `docker run` (`RUN_FLAGS`) or `docker service
-create` (`SERVICE_FLAGS`); `root_hint` is what a failure says of that user.
-
-    options = docker_options(target)
-    argv = limit_args(options, RUN_FLAGS) + run_as(options.user, image, RUN_FLAGS).argv
-
-Imports `build` (the build network's type), `image` (the image's own user) and
-`launch.options`.
+on Docker's command lines: `ImageOptions` (Docker's and Swarm's), `DockerOptions`
+(`swarm.options.SwarmOptions` adds Swarm's own), and the limits and user
+(`limit_args`, `run_as`) spelt for `docker run` (`RUN_FLAGS`) or `docker service
+create` (`SERVICE_FLAGS`).
 """
 
 from __future__ import annotations
@@ -31,8 +20,6 @@ from openenv_v1.core.setting_names import setting
 if TYPE_CHECKING:
     from openenv_v1.core.launch.env_target import EnvTarget
 
-UV_ONLY_OPTIONS = {"app", "workers", "reload", "context_timeout_s", "web_ui"}
-"""Options of a UV launch that mean nothing to an image with its own command."""
 NOBODY = "65534:65534"
 """The user an image whose own user is root runs as (`user` "auto")."""
 _ROOT_USERS = {"", "root", "0"}
@@ -44,29 +31,25 @@ class ImageOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     image: str | None = None
-    """Image to run (local or from a registry; on a Swarm of more than one node, one
-    in a registry every node can pull from); unset, one is built from
-    `project_path`'s Dockerfile (on this node only), or the Space's image is run."""
+    """Image to run (on a Swarm of several nodes, one every node can pull); unset,
+    one built from `project_path`'s Dockerfile (this node only), else the Space's."""
     tag: str = "latest"
     """Tag of the Space image (`registry.hf.space/<owner>-<name>:<tag>`)."""
     project_path: str | None = None
-    """Local env folder whose `server/Dockerfile` (else `Dockerfile`) is built, as
-    `openenv build` builds it, and reused while its files are unchanged."""
+    """Local env folder whose `server/Dockerfile` (else `Dockerfile`) is built, and
+    reused while its files are unchanged."""
     build_network: BuildNetwork | None = None
-    """Network of the image's build: `default` (Docker's build network; RUN steps
-    do not reach this host's loopback services) or `host` (where package registries
-    answer only from the host's network); unset, `$OPENENV_V1_BUILD_NETWORK`, else
-    `default`."""
+    """Network of the image's build: `default` (RUN steps do not reach this host's
+    loopback) or `host` (registries that answer only there); unset,
+    `$OPENENV_V1_BUILD_NETWORK`, else `default`."""
     container_port: int = 8000
     """Port the server listens on inside the container (OpenEnv images: 8000)."""
     env_vars: dict[str, str] = Field(default_factory=dict)
     """Environment variables of the server."""
     user: str = "auto"
-    """Who the server runs as: `auto` (the image's own user when it names one other
-    than root; else uid:gid 65534:65534 with HOME=/tmp: a Docker container whose
-    server then exits before it is ready is run again as root, with a warning saying
-    the image needs root; a Swarm task that then fails says to set `root`), `root`,
-    or any `--user` value, used as given."""
+    """Who the server runs as: `auto` (the image's own user unless root; else
+    65534:65534 with HOME=/tmp, and a Docker container that then exits before it is
+    ready runs again as root, with a warning), `root`, or any `--user` value."""
     cap_add: list[str] = Field(default_factory=list)
     """Linux capabilities given back (`--cap-add`, e.g. `["NET_BIND_SERVICE"]`);
     every other one is dropped (`--cap-drop ALL`)."""
@@ -78,18 +61,17 @@ class ImageOptions(BaseModel):
     cpus: float | None = Field(None, gt=0)
     """CPU limit (`docker run --cpus`, Swarm's `--limit-cpu`); unset, none."""
     read_only: bool = False
-    """Read-only root filesystem, with a writable tmpfs at /tmp (off by default: the
-    non-root default user already cannot write the image's files, and an image that
-    needs root mostly needs it to write them; turn it on for envs that run model
-    code)."""
+    """Read-only root filesystem, a writable tmpfs at /tmp (off by default: the
+    non-root user cannot write the image's files anyway; turn it on for envs that
+    run model code)."""
 
 
 class DockerOptions(ImageOptions):
     """The Docker keys of `provider_kwargs`: the image's, and its own."""
 
     keep_images: int = Field(3, ge=1)
-    """Images of this env folder kept after a new one is built (older ones built by
-    openenv-v1 are removed, never one a running container uses)."""
+    """Images of this env folder kept after a new one is built (never removed: one
+    a container uses)."""
     port: int | None = None
     """Host port to publish on (with `egress` or `network`); unset, Docker picks a
     free one."""
@@ -100,14 +82,12 @@ class DockerOptions(ImageOptions):
     """`--security-opt no-new-privileges`: no setuid escalation inside."""
     egress: bool = False
     """Let the container open connections out (the internet, the LAN, the cloud
-    metadata address). Off: it runs on the internal network `openenv-v1-isolated`,
-    which nothing leaves, and the client reaches the server at the container's
-    address there. On: it runs on `openenv-v1-egress`, its port published on `host`.
-    Either way no container reaches another."""
+    metadata address): it runs on `openenv-v1-egress`, its port published on
+    `host`. Off, on the internal `openenv-v1-isolated`, which nothing leaves. No
+    container reaches another either way."""
     network: str | None = None
-    """An existing Docker network to run on instead (neither created nor removed;
-    the port is published on `host`): its own rules then decide egress and traffic
-    between containers, and `egress` does not apply."""
+    """An existing Docker network to run on instead, the port published on `host`:
+    its own rules decide egress (`egress` does not apply)."""
     docker_run_args: list[str] = Field(default_factory=list)
     """Extra `docker run` options, placed before the image (e.g. `["--shm-size",
     "1g"]`; the network is `egress` or `network`, not a `--network` here)."""
@@ -123,33 +103,26 @@ def docker_options(target: EnvTarget) -> DockerOptions:
 def read_image_options(
     model: type[OptionsT], target: EnvTarget, launcher: str, where: str
 ) -> OptionsT:
-    """`target.provider_kwargs` read as the options `model` of a launcher that runs
-    an image (Docker, Swarm) by `launch.options.read_options`: options of a UV launch
-    are dropped with a warning, anything else unknown or invalid is an `EnvFailure`
-    naming it and the known ones."""
+    """`target.provider_kwargs` read as `model` (`launch.options.read_options`), a
+    UV launch's options dropped with a warning."""
     return read_options(
         model,
         target.provider_kwargs,
         launcher,
         where,
-        ignore=UV_ONLY_OPTIONS,
         because="the image runs its own command",
     )
 
 
 @dataclass(frozen=True)
 class CommandFlags:
-    """How one `docker` command spells these options (`docker run` and `docker
-    service create` differ)."""
+    """How `docker run` or `docker service create` spells these options."""
 
     env: str
-    """The flag of one server variable."""
     pids: str
-    memory: tuple[str, ...]
-    """The flags the memory limit is given to (`docker run` limits swap too)."""
+    memory: tuple[str, ...]  # `docker run` limits swap too
     cpus: str
-    tmp: tuple[str, str]
-    """The writable tmpfs at /tmp of a read-only root."""
+    tmp: tuple[str, str]  # the writable /tmp of a read-only root
 
 
 RUN_FLAGS = CommandFlags(
@@ -171,9 +144,7 @@ SERVICE_FLAGS = CommandFlags(
 def limit_args(
     options: ImageOptions, flags: CommandFlags, *, no_new_privileges: bool = False
 ) -> list[str]:
-    """The options of `options`' hardening and limits, spelt as `flags`: no
-    capabilities but `cap_add`, no new privileges if asked (`docker run` only),
-    pids, memory, cpus, a read-only root."""
+    """`options`' hardening and limits, spelt as `flags`."""
     argv = ["--cap-drop", "ALL"]
     for capability in options.cap_add:
         argv += ["--cap-add", capability]
@@ -206,9 +177,8 @@ class RunAs:
 def run_as(
     user: str, image: str, flags: CommandFlags, *, needs_root: bool = False
 ) -> RunAs:
-    """Who the server of `image` runs as for the `user` option (see
-    `ImageOptions.user`), its options spelt as `flags`; `needs_root`: "auto" runs
-    it as root (it was seen to exit as `NOBODY`)."""
+    """Who the server of `image` runs as for `user` (`ImageOptions.user`);
+    `needs_root`: "auto" runs it as root."""
     if user == "root":
         return RunAs("root", ["--user", "0:0"])
     if user != "auto":
@@ -221,8 +191,7 @@ def run_as(
 
 
 def root_hint(user: str | None) -> str:
-    """What the failure of a server that ended as `user` (`RunAs.user`) adds: a
-    user other than root may be why."""
+    """What a failure of a server run as `user` adds (a user not root may be why)."""
     if user is None or user == "root":
         return ""
     return (

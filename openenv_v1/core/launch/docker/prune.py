@@ -1,16 +1,8 @@
-"""The images this package built: listed, and the old ones of an env folder pruned.
-
-Each edit of an env folder builds a new image, `openenv-v1/<folder>:<hash>`, and the
-old ones stay (an env image is often a gigabyte). After a build,
-`prune_env_images(repository, keep)` removes the images of that repository built by
-this package (they carry `org.openenv-v1.inputs`) beyond the newest `keep`, except any
-image a container uses: a running one's is never touched, and `docker rmi` (never
-forced) refuses an image a stopped container still holds. A failure to prune is
-logged, never raised: the build it follows succeeded. `env_images()` lists all of
-them and `remove_env_images` removes those chosen, under the same rules, for
-`openenv-v1 cache`.
-
-    prune_env_images("openenv-v1/maze_env", keep=3)
+"""The images this package built (labelled `INPUTS_LABEL`): listed, and an env
+folder's old ones pruned after a build (`prune_env_images`: beyond the newest
+`keep`). No image a container uses is removed: a running one's is skipped, and
+`docker rmi` (never forced) refuses one a stopped container holds. A failure to
+prune is logged, never raised: the build it follows succeeded.
 """
 
 from __future__ import annotations
@@ -96,8 +88,7 @@ def env_images(repository: str | None = None) -> list[EnvImage]:
 
 
 def remove_env_images(images: Iterable[EnvImage]) -> list[str]:
-    """`docker rmi` (never forced) each of `images` no running container uses;
-    returns the tags removed."""
+    """`docker rmi` each of `images` no running container uses; the tags removed."""
     removed = []
     for image in images:
         if image.in_use:
@@ -111,8 +102,7 @@ def remove_env_images(images: Iterable[EnvImage]) -> list[str]:
 
 
 def prune_env_images(repository: str, keep: int) -> list[str]:
-    """Remove `repository`'s images built by this package beyond the newest `keep`
-    (see the module docstring); returns the tags removed."""
+    """Remove `repository`'s images beyond the newest `keep`; returns their tags."""
     removed = remove_env_images(env_images(repository)[keep:])
     if removed:
         logger.info("removed old env images: %s", ", ".join(removed))
@@ -120,6 +110,6 @@ def prune_env_images(repository: str, keep: int) -> list[str]:
 
 
 def _sortable(created: str) -> str:
-    """Docker's RFC 3339 creation time (UTC) with its fraction padded to nanoseconds,
-    so that times sort as text (Docker drops trailing zeros: `.5Z` is `.500000000Z`)."""
+    """Docker's RFC 3339 time with its fraction padded to nanoseconds (Docker drops
+    trailing zeros), so that times sort as text."""
     return re.sub(r"(\.\d+)?Z$", lambda m: (m[1] or ".").ljust(10, "0") + "Z", created)

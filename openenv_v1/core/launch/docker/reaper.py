@@ -1,28 +1,16 @@
 """No container left behind: labels on everything started, and a reaper per owner.
 
-The Docker daemon owns containers (and Swarm services and networks), so no signal
-reaches them when the process that started them dies: a SIGKILLed eval would leave
-them running. So every container, Swarm service and network this package starts
+The Docker daemon owns containers, Swarm services and networks, so no signal reaches
+them when the process that started them dies. So everything this package starts
 carries labels (`owner_labels()`), and the first one a process starts also starts a
-small reaper process for it (`ensure_reaper()`, once per process). The reaper runs in
-a session of its own and holds the read end of a pipe whose write end only the owner
-holds; when the owner is gone (normal exit, error, SIGTERM, SIGKILL) the pipe reaches
-end-of-file and the reaper removes everything labelled with the owner's token:
-services (`docker service rm`), containers (`docker rm -f`), then networks (`docker
-network rm`, which Docker refuses while a service's containers are still stopping),
-then the same again a few times over the next 20 s, for a `docker run` that was still
-under way and networks whose containers took a while to go.
+reaper for it (`ensure_reaper()`): a process in a session of its own holding the
+read end of a pipe only the owner writes. When the owner is gone (however it ends),
+the pipe reaches end-of-file and the reaper removes everything labelled with the
+owner's token, a few times over the next 20 s. A reaper that was itself killed
+leaves its owner's things to the next one started on this host (`sweep_orphans()`),
+which removes those whose owner, on this host and boot and in this PID namespace, no
+longer exists. The reaper runs this file as a script with the standard library only.
 
-A reaper that is itself killed leaves its owner's things behind; the next reaper
-started on this host sweeps them (`sweep_orphans()`): those whose owner process, on
-this host and boot and in this PID namespace, no longer exists. An owner in another
-PID namespace (a container, a sandbox, `unshare -p`: its pid means another process
-here) counts as alive: its own reaper sweeps for it, never one of ours.
-
-The reaper runs this file as a script with the standard library only (no package
-import), so starting one costs a bare interpreter.
-
-    labels = owner_labels("docker", env="org/maze")   # ensures the reaper runs
     argv += label_args("docker", env="org/maze")       # ["--label", "k=v", ...]
 """
 
@@ -41,22 +29,18 @@ from pathlib import Path
 
 MANAGED_LABEL = "org.openenv-v1.managed"
 OWNER_LABEL = "org.openenv-v1.owner"
-"""`<host>/<boot id>/pidns<inode>/<pid>/<process start time>` of the process that
-started it (the PID namespace's inode, as `/proc/self/ns/pid` names it)."""
+"""`<host>/<boot id>/pidns<inode>/<pid>/<start time>` of the process that started it."""
 RUN_LABEL = "org.openenv-v1.run"
 ENV_LABEL = "org.openenv-v1.env"
 SHARED_NETWORKS = ("openenv-v1-isolated", "openenv-v1-egress")
-"""The networks env containers of every owner share (`network`): each reaper
-tries to remove them once its owner is gone (Docker refuses while one is in use)."""
+"""The networks every owner's env containers share (`network`): each reaper tries
+to remove them once its owner is gone (Docker refuses while one is in use)."""
 RUN_ID_VAR = "OPENENV_V1_RUN_ID"
-"""Environment variable whose value becomes every container's run label (default: the
-owner token)."""
-# Sweeps after the owner is gone: at once, then for `docker run`s still under way
-# and networks whose service's containers were still stopping.
+"""Its value becomes every container's run label (default: the owner token)."""
+# Sweeps after the owner is gone: at once, then for runs still under way.
 _SWEEP_DELAYS_S = (0.0, 3.0, 10.0, 20.0)
-# What a sweep removes, in this order, with the `docker` arguments that list and
-# remove each. A service goes before its containers (else Swarm replaces them) and
-# networks last (Docker refuses to remove one with containers attached).
+# What a sweep removes, in order (a service before its containers, else Swarm
+# replaces them; networks last), with the `docker` arguments that list and remove it.
 _KINDS = {
     "service": (("service", "ls"), ("service", "rm")),
     "container": (("ps", "-a"), ("rm", "-f")),
@@ -64,7 +48,6 @@ _KINDS = {
 }
 
 _lock = threading.Lock()
-# This process's reapers, one per Docker client and daemon address it has used:
 # (pid, client path, DOCKER_HOST) -> (reaper, write end of its pipe).
 _reapers: dict[tuple[int, str, str], tuple[subprocess.Popen, int]] = {}
 
@@ -76,8 +59,7 @@ def _boot_id() -> str:
 
 
 def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22),
-    which tells a process from a later one that reuses its pid."""
+    """The process's start time since boot (tells it from a later one of its pid)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -105,9 +87,8 @@ def owner_token(pid: int | None = None) -> str:
 
 
 def owner_alive(token: str) -> bool:
-    """Whether the owner named by `token` still runs. True for an owner on another
-    host or boot, or in another PID namespace (or one this process cannot name):
-    it cannot be told from here, so it is never taken for dead."""
+    """Whether the owner named by `token` still runs; True for one this process
+    cannot tell (another host, boot or PID namespace)."""
     parts = token.rsplit("/", 3)
     if len(parts) != 4 or parts[0] != host_prefix() or not parts[2].isdigit():
         return True
@@ -117,9 +98,8 @@ def owner_alive(token: str) -> bool:
 
 
 def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
-    """The labels a container started by this process with the `docker` client
-    carries; starts this process's reaper first, so the container is never
-    unwatched."""
+    """The labels of a container this process starts with `docker`; starts this
+    process's reaper first, so none is ever unwatched."""
     token = owner_token()
     ensure_reaper(docker, token)
     labels = {
@@ -135,8 +115,7 @@ def owner_labels(docker: str, env: str | None = None) -> dict[str, str]:
 def label_args(
     docker: str, env: str | None = None, flags: tuple[str, ...] = ("--label",)
 ) -> list[str]:
-    """`owner_labels(docker, env)` as options of a `docker` command: each label
-    after each of `flags` (e.g. `--label` and `--container-label` for a service)."""
+    """`owner_labels(docker, env)` as `docker` options, after each of `flags`."""
     labels = owner_labels(docker, env)
     return [
         arg for k, v in labels.items() for flag in flags for arg in (flag, f"{k}={v}")
@@ -144,8 +123,7 @@ def label_args(
 
 
 def ensure_reaper(docker: str, token: str | None = None) -> None:
-    """Start this process's reaper for the `docker` client and the daemon it talks to,
-    unless it runs (a forked child gets its own)."""
+    """Start this process's reaper for `docker` and its daemon, unless it runs."""
     docker = shutil.which(docker) or docker
     key = (os.getpid(), docker, os.environ.get("DOCKER_HOST", ""))
     with _lock:
@@ -168,8 +146,7 @@ def ensure_reaper(docker: str, token: str | None = None) -> None:
 
 
 def labelled(docker: str, kind: str, *filters: str) -> list[str]:
-    """Ids of `kind` (`container`, running or not; `service`; `network`) matching
-    every `label=` filter; [] where Docker cannot say (no swarm for services)."""
+    """Ids of `kind` matching every `label=` filter; [] where Docker cannot say."""
     argv = [docker, *_KINDS[kind][0], "-q"]
     for label in filters:
         argv += ["--filter", f"label={label}"]
@@ -180,11 +157,6 @@ def labelled(docker: str, kind: str, *filters: str) -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return result.stdout.split() if result.returncode == 0 else []
-
-
-def containers(docker: str, *filters: str) -> list[str]:
-    """Ids of containers (running or not) matching every `label=` filter."""
-    return labelled(docker, "container", *filters)
 
 
 def remove(docker: str, ids: list[str], kind: str = "container") -> None:
@@ -210,8 +182,7 @@ def remove_idle_shared_networks(docker: str) -> None:
 
 
 def sweep_orphans(docker: str) -> None:
-    """Remove this package's services, containers and networks whose owner process
-    on this host is gone."""
+    """Remove this package's things whose owner process on this host is gone."""
     for kind in _KINDS:
         orphans = []
         for found, token in _owners(docker, kind):
@@ -246,8 +217,8 @@ def _owners(docker: str, kind: str) -> list[tuple[str, str]]:
 
 
 def _reap(token: str, docker: str) -> None:
-    """The reaper's life: sweep orphans of earlier owners, wait for the owner to go
-    (end-of-file on stdin, or its pid gone, checked every second), then sweep."""
+    """The reaper's life: sweep earlier owners' orphans, wait for the owner to go
+    (end-of-file on stdin, or its pid gone), then sweep."""
     sweep_orphans(docker)
     while owner_alive(token):
         ready, _, _ = select.select([sys.stdin.fileno()], [], [], 1.0)

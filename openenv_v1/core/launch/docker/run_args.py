@@ -1,24 +1,12 @@
-"""The `docker run` of an env container: its network, its port, its hardening, its
-variables.
-
-`container_run` turns a launch's options into the arguments of one `docker run -d`
-(after `docker`), and checks them first:
-
-- the network: the options' `network` (an existing one), else the package's shared
-  isolated or egress network (`network.ensure_network`); `docker_run_args` may not set
-  one, and a `port` needs a network that publishes (`egress` or `network`);
-- the port: published on `host` (default 127.0.0.1) only where the network lets the
-  server out; on the isolated network nothing is published;
-- the hardening (`options.limit_args`, `options.run_as`): the owner's labels (which
-  start the owner's reaper), `--cap-drop ALL`, `no-new-privileges`, the limits, and a
-  user other than root where the image allows;
-- the server's variables by name only (`-e NAME`, the value in the client's
-  environment, `ContainerRun.env`), so values never show in a command line.
+"""The `docker run` of an env container, checked: its network (`network` as given,
+else the shared one, `network.ensure_network`; never one in `docker_run_args`), its
+port (published on `host` only where the network lets the server out), its
+hardening (the owner's labels, `options.limit_args`, `options.run_as`) and its
+variables by name only (`-e NAME`, the value in the client's environment), so values
+never show in a command line.
 
     run = container_run("org/maze", options, image, secret_env={}, needs_root=False)
     run_docker(*run.argv, env=run.env)
-
-Imports `cli`, `image` (a unique name), `network`, `options` and `reaper` (labels).
 """
 
 from __future__ import annotations
@@ -52,11 +40,9 @@ class ContainerRun:
     """The server's variables, which `argv` names (`-e NAME`) and `docker run`
     reads from its own environment."""
     name: str
-    """The container's name, unique on the engine."""
     network: str
     publish: bool
-    """The server's port is published on the host (else reached at the
-    container's address on `network`)."""
+    """The port is published (else reached at the container's address)."""
     user: str | None
     """The user it runs as (`--user`), or None for the image's own."""
     auto_user: bool
@@ -71,10 +57,9 @@ def container_run(
     secret_env: Mapping[str, str],
     needs_root: bool,
 ) -> ContainerRun:
-    """The `docker run` of a container of `image` for the env `env_name`, as
-    `options` say (see the module docstring); `needs_root`: `user` "auto" runs it as
-    root (it was seen to exit as uid 65534). `EnvFailure` naming the setting for a
-    `port` nothing publishes, or a network set in `docker_run_args`."""
+    """The `docker run` of a container of `image` for the env `env_name`;
+    `needs_root`: `user` "auto" runs it as root. `EnvFailure` naming the setting
+    for a `port` nothing publishes, or a network set in `docker_run_args`."""
     env = {**options.env_vars, **secret_env}
     publish = options.egress or options.network is not None
     if options.port and not publish:
@@ -103,9 +88,7 @@ def container_run(
 
 
 def container_network(options: DockerOptions) -> str:
-    """The network a container runs on: `network` as given, else the shared one
-    with or without egress (created when missing). `EnvFailure` when
-    `docker_run_args` sets one."""
+    """`network` as given, else the shared one with or without egress."""
     for arg in options.docker_run_args:
         if arg in {"--network", "--net"} or arg.startswith(("--network=", "--net=")):
             raise EnvFailure(

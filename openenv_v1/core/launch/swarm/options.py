@@ -1,16 +1,5 @@
-"""The Swarm keys of `provider_kwargs`, read and checked.
-
-`SwarmOptions` is what a Swarm launch may be given: the keys of every launch of an
-image (`docker.options.ImageOptions`: image, build, user, limits) and Swarm's own
-(replicas, publishing, egress, network, stop grace, `docker service create`
-options); `swarm_options(target)` reads them as the Docker launch reads its own
-(`docker.options.read_image_options`: the env folder's `openenv.yaml` defaults under
-what is set, UV options dropped with a warning, anything else unknown an
-`EnvFailure`). The hardening and limits become `docker service create` options by
-`docker.options.limit_args(options, SERVICE_FLAGS)` (Swarm 20.10 has no swap limit
-and no `no-new-privileges`).
-
-Imports `docker.options`.
+"""The Swarm keys of `provider_kwargs`: the image's (`docker.options.ImageOptions`)
+and Swarm's own, read as the Docker launch reads its own.
 """
 
 from __future__ import annotations
@@ -33,25 +22,22 @@ class SwarmOptions(ImageOptions):
     """Tasks the service starts with (more are added while all are at their session
     limit, as shared servers are)."""
     publish: Literal["local", "host", "ingress"] = "local"
-    """`local`: nothing published; each task the pool uses is reached through a
-    gateway container on this node, published on 127.0.0.1 only, over the service's
-    own network. Opt-in, on every interface: `host`, each task publishes its own port
-    on its node; `ingress`, one port on every node, Swarm's routing mesh balancing
-    connections over the tasks (needs IPVS in the kernel). Except in ingress mode
-    sessions are spread over the tasks by the pool."""
+    """`local`: nothing published; each task is reached through a gateway container
+    on this node published on 127.0.0.1 only. On every interface: `host`, each task
+    publishes its own port on its node; `ingress`, one port on every node, the
+    routing mesh balancing connections over the tasks (needs IPVS)."""
     egress: bool | None = None
     """Let the tasks open connections out (the internet, the LAN, the cloud metadata
-    address). Unset: off with `publish` "local" (the service's overlay network is
-    internal), on with `host` or `ingress`, which Swarm publishes only through a
-    network with a way out (so egress false with them is an error)."""
+    address). Unset: off with `publish` "local", on with `host` or `ingress` (which
+    Swarm publishes only through a network with a way out)."""
     port: int | None = None
     """Ingress mode: the published port; unset, Swarm picks one (30000-32767)."""
     host: str | None = None
     """Address clients reach published ports at; unset, the task's node's address
     (host mode) or 127.0.0.1 (ingress mode, where every node answers)."""
     network: str | None = None
-    """Existing network to attach the tasks to (neither created nor removed); unset,
-    an overlay network of the service's own, removed with it."""
+    """Existing network to attach the tasks to; unset, an overlay network of the
+    service's own, removed with it."""
     stop_grace_s: float = Field(2.0, ge=0)
     """Seconds a task gets between SIGTERM and SIGKILL when the service goes."""
     service_args: list[str] = Field(default_factory=list)

@@ -1,15 +1,9 @@
 """The servers a `ServerPool` sees of a Swarm service: one `SwarmReplica` per task.
 
-`swarm_launch_plan(target)` (the Swarm place's plan, `plan.PLACES`) returns a
-`SwarmReplica` of this process's service for that target (its image, options and
-server environment), created by the first replica to start. The first creates the
-service with `replicas` tasks; the next ones claim the other tasks; one launched
-while every task is claimed scales the service up by one. With `publish` "local"
-each replica reaches its task through a loopback gateway (`docker.gateway`). The
-last replica stopped removes the service and its network.
-
-Imports `swarm.service`, `swarm.options`, `swarm.tasks`, `docker.cli`,
-`docker.gateway`, and `launch.plan` and `launch.readiness` (the shared wait).
+Each launch of a target is a replica of this process's service for it: the first
+creates the service with `replicas` tasks, the next claim the other tasks, one past
+them scales it up by one, and the last stopped removes it. With `publish` "local"
+a replica reaches its task through a loopback gateway (`docker.gateway`).
 """
 
 from __future__ import annotations
@@ -37,8 +31,7 @@ if TYPE_CHECKING:
 
 
 class SwarmReplica:
-    """One server of a Swarm service: a task, as a `plan.Launcher` (`start() ->
-    url`, `wait_for_ready() -> url`, `running()`, `stop()`). `stop()` is
+    """One server of a Swarm service: a task, as a `plan.Launcher`. `stop()` is
     idempotent; the last replica of a service removes it."""
 
     def __init__(self, service: SwarmService, key: str) -> None:
@@ -48,16 +41,14 @@ class SwarmReplica:
         self.run_on_owner: Callable[[Callable[[], Any]], Any] = run_here
         self.start_seconds: float | None = None
         self.task_id: str | None = None
-        self.gateway: Gateway | None = None
-        """The loopback gateway to its task (`publish` "local")."""
+        self.gateway: Gateway | None = None  # to its task, with `publish` "local"
         self._url: str | None = None
         self._joined = False
         self._stopped = False
         self._started_at = 0.0
 
     def start(self, **_: object) -> str:
-        """Join the service (creating or scaling it) and claim a task of it; returns
-        that task's base URL (ingress mode: the routing mesh's)."""
+        """Join the service and claim a task of it; returns that task's base URL."""
         self._started_at = time.monotonic()
         if self._stopped:
             raise EnvFailure("the Swarm launch was stopped")
@@ -90,10 +81,8 @@ class SwarmReplica:
         return self._url
 
     def wait_for_ready(self) -> str:
-        """Wait for `/health` to answer 200, for the launch timeout at most (the
-        shared `readiness.wait_ready`), and return the URL it answered at; a task
-        that fails or ends first fails at once with Swarm's error and its log
-        tail."""
+        """Wait for `/health` to answer 200, for the launch timeout at most; a task
+        that ends first fails at once with Swarm's error and its log tail."""
         url = self._url
         timeout_s = self.service.launch_timeout_s
         if self._stopped or url is None or self.task_id is None:
@@ -117,8 +106,7 @@ class SwarmReplica:
         return url
 
     def _starting(self) -> bool:
-        """While the wait goes on: raises once its task failed or ended (with Swarm's
-        error and its log tail), or the launch was stopped."""
+        """Raises once its task ended, or the launch was stopped."""
         if self._stopped or self.task_id is None:
             raise EnvFailure("the Swarm launch was not started, or was stopped")
         task = self.service.task(self.task_id, max_age=0.0)
@@ -134,9 +122,8 @@ class SwarmReplica:
         return task is None or live(task)
 
     def stop(self, grace_s: float | None = None) -> None:
-        """Stop serving; the last replica of the service removes it and its network.
-        (A task of a replica stopped earlier keeps running for the others: Swarm
-        replaces it if it died.)"""
+        """Stop serving; the last replica of the service removes it and its network
+        (earlier ones leave their task running for the others)."""
         if self._stopped:
             return
         self._stopped = True
@@ -148,14 +135,12 @@ class SwarmReplica:
 
 
 _services_lock = threading.Lock()
-_services: dict[str, SwarmService] = {}
-"""This process's services, by what they run (env, options, server environment)."""
+_services: dict[str, SwarmService] = {}  # by what they run
 
 
 def swarm_launch_plan(target: EnvTarget) -> LaunchPlan:
-    """The launch of a `SwarmReplica` of this process's service for `target`
-    (created by the first replica to start); a pool launches every task at start,
-    but in ingress mode (one address)."""
+    """The launch of a `SwarmReplica` of this process's service for `target`; a pool
+    launches every task at start, but in ingress mode (one address)."""
     assert target.env is not None
     options = swarm_options(target)
     digest = hashlib.sha256()

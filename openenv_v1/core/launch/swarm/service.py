@@ -1,22 +1,12 @@
 """One Swarm service per env target in this process, and its tasks.
 
 `SwarmService` keeps the shape of OpenEnv's `DockerSwarmProvider` (a service of
-`replicas` tasks of one image, an optional overlay network, removed as a whole),
-takes nothing else of it (its constructor runs `docker version` and `docker swarm
-init` through `docker` on PATH; this asks nothing up front, runs `docker_cli()`, and
-never initialises a swarm by itself: an inactive one fails the first `join()` saying
-how to start one), and does what the package docstring lists: the Docker launch's
-image, nothing published by default (an internal overlay network of its own), the
-hardening and limits Swarm has, owner labels on the service, its containers and its
-network, `env_vars` by name only. Its replicas (`replica.SwarmReplica`) `join()` and
-`leave()` it and `claim_task()` a task each; it creates the service for the first,
-scales it up by one for one past its tasks, reads its tasks (`tasks`) at most once
-a second unless asked for fresh ones, and is removed (`remove()`) by the last.
-
-The `docker` commands it is made, scaled and removed with are `service_commands`'s.
-
-Imports `swarm.tasks`, `swarm.options`, `swarm.service_commands` and `launch.docker`'s
-`cli`, `image` and `options`.
+`replicas` tasks of one image, removed as a whole) and takes nothing else of it: it
+asks nothing up front and never initialises a swarm (an inactive one fails the first
+`join()` saying how). Its replicas `join()` and `leave()` it and `claim_task()` a
+task each: it is created for the first, scaled up by one for one past its tasks, and
+removed by the last; its tasks are read at most once a second unless asked fresh.
+Its `docker` commands are `service_commands`'.
 """
 
 from __future__ import annotations
@@ -28,8 +18,10 @@ from collections.abc import Mapping
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import LastSaid, run_docker
+from openenv_v1.core.launch.docker.container_state import LOG_TAIL_LINES
 from openenv_v1.core.launch.docker.image import EnvImage, image_for, name_for
 from openenv_v1.core.launch.docker.options import root_hint
+from openenv_v1.core.launch.readiness import client_host
 from openenv_v1.core.launch.swarm.options import SwarmOptions
 from openenv_v1.core.launch.swarm.service_commands import (
     check_swarm_active,
@@ -43,17 +35,15 @@ from openenv_v1.core.launch.swarm.service_commands import (
 from openenv_v1.core.launch.swarm.tasks import SwarmTask, live, read_tasks, summary
 from openenv_v1.core.setting_names import setting
 
-__all__ = ["LOG_TAIL_LINES", "SwarmService"]
+__all__ = ["SwarmService"]
 
 logger = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 40
 _STATE_MAX_AGE_S = 1.0
 
 
 class SwarmService:
-    """One Swarm service for one env target in this process, and its tasks; see the
-    module docstring. Thread-safe."""
+    """One Swarm service for one env target in this process. Thread-safe."""
 
     def __init__(
         self,
@@ -77,12 +67,10 @@ class SwarmService:
         self._created = False
         self._failure: str | None = None
         self._removed = False
-        self._claims: dict[object, str | None] = {}
-        """Replica -> the task it serves (None while it waits for one)."""
+        self._claims: dict[object, str | None] = {}  # replica -> its task
         self._tasks = LastSaid(self._read_tasks, {}, thread="openenv-v1-swarm")
         self._nodes: dict[str, str] = {}
-        self.user: str | None = None
-        """The user the tasks run as (`--user`), or None for the image's own."""
+        self.user: str | None = None  # `--user` of the tasks; None: the image's
         self.egress = (
             options.publish != "local" if options.egress is None else (options.egress)
         )
@@ -102,8 +90,7 @@ class SwarmService:
     # --- the replicas' side ---
 
     def join(self, replica: object) -> None:
-        """Count `replica` as one of the service's servers: creates the service for
-        the first, scales it up by one for one past its tasks."""
+        """Count `replica` as one of the service's servers (creating or scaling it)."""
         with self._lock:
             if self._failure is not None:
                 raise EnvFailure(self._failure)
@@ -124,8 +111,7 @@ class SwarmService:
                 self._scale(wanted)
 
     def leave(self, replica: object) -> bool:
-        """Forget `replica`; True when it was the last (the caller then removes the
-        service)."""
+        """Forget `replica`; True when it was the last (the caller then removes it)."""
         with self._lock:
             self._claims.pop(replica, None)
             last = not self._claims and not self._removed
@@ -134,8 +120,8 @@ class SwarmService:
             return last
 
     def claim_task(self, replica: object, deadline: float) -> SwarmTask:
-        """A running or starting task no other replica serves, with its published
-        port, for `replica`; waits for Swarm to start one until `deadline`."""
+        """A live task no other replica serves, for `replica`, waiting for Swarm to
+        start one until `deadline`."""
         while True:
             tasks = self.tasks(max_age=0.0)
             with self._lock:
@@ -173,9 +159,7 @@ class SwarmService:
         return self.tasks(max_age).get(task_id)
 
     def tasks(self, max_age: float = _STATE_MAX_AGE_S) -> dict[str, SwarmTask]:
-        """The service's tasks as Swarm last said, refreshed when older than
-        `max_age` (a refresh for `max_age > 0` runs in the background: never
-        blocks)."""
+        """The service's tasks as Swarm last said (`LastSaid.get(max_age)`)."""
         return dict(self._tasks.get(max_age))
 
     def task_failure(self, task: SwarmTask) -> str:
@@ -199,8 +183,7 @@ class SwarmService:
     # --- the service ---
 
     def _create(self) -> None:
-        """Create the service (its image found or built first) and its own network
-        (no task has an address yet: see `claim_task`, `url_of`)."""
+        """Create the service, its image found or built first, and its own network."""
         check_swarm_active()
         o = self.options
         self.image = image_for(
@@ -232,8 +215,8 @@ class SwarmService:
     def create_args(
         self, image: EnvImage, env_vars: Mapping[str, str] | None = None
     ) -> tuple[list[str], dict[str, str]]:
-        """The `docker service create` arguments (after `docker`) and the environment
-        they read the server's variables from (by name: values never on argv)."""
+        """The `docker service create` arguments and the environment they read the
+        server's variables from (by name: values never on argv)."""
         assert self._service_name is not None
         env = {**self.options.env_vars, **(env_vars or {}), **self._secret_env}
         argv, self.user = service_create_args(
@@ -252,9 +235,7 @@ class SwarmService:
         self.replicas = replicas
 
     def remove(self, grace_s: float | None = None) -> None:
-        """Remove the service, wait (up to its stop grace period and 20 s) for its
-        containers on this node to go, then remove its own network (Docker refuses
-        while containers are attached; the owner's reaper retries)."""
+        """Remove the service, then its own network (`remove_service`)."""
         with self._lock:
             self._removed = True
             service_id = self._service_id
@@ -271,10 +252,8 @@ class SwarmService:
     def _node_address(self, node: str) -> str:
         if node not in self._nodes:
             result = run_docker("node", "inspect", "--format", "{{.Status.Addr}}", node)
-            address = result.stdout.strip()
-            if result.returncode != 0 or not address or address == "0.0.0.0":
-                address = "127.0.0.1"
-            self._nodes[node] = address
+            address = result.stdout.strip() if result.returncode == 0 else ""
+            self._nodes[node] = client_host(address) if address else "127.0.0.1"
         return self._nodes[node]
 
     def _image_ref(self) -> str:

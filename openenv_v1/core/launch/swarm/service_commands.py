@@ -1,25 +1,7 @@
-"""The `docker` commands a Swarm service is made, scaled and removed with.
-
-`SwarmService` decides when; this module says how, each command with the failure
-that names its cause:
-
-- `check_swarm_active`: the engine is a swarm manager (else the command that makes
-  one);
-- `create_overlay_network`: the service's own overlay network, `--internal` without
-  egress, labelled with its owner;
-- `service_create_args`: `docker service create` of the image: its tasks, network,
-  publishing (`local`: nothing, each task reached at its address; `host`: each
-  task's port on its node; `ingress`: the routing mesh), the owner's labels on the
-  service and its containers, limits and user, the stop grace period, and the
-  server's variables by name only;
-- `ingress_port`, `scale_service`, and `remove_service` (the service, then its
-  containers on this node given time to go, then its network).
-
-    check_swarm_active()
-    argv, env, user = service_create_args(name, options, image, ...)
-    service_id = create_service(argv, env, image.image, timeout_s)
-
-Imports `launch.docker`'s `cli`, `image` (the image's type), `options` and `reaper`.
+"""The `docker` commands a Swarm service is made, scaled and removed with, each with
+the failure that names its cause; `SwarmService` decides when. Publishing:
+`local`, nothing (each task reached at its address); `host`, each task's port on
+its node; `ingress`, the routing mesh.
 """
 
 from __future__ import annotations
@@ -29,7 +11,9 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from tenacity import Retrying, retry_if_result, stop_before_delay, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.docker.cli import docker_cli, run_docker
@@ -94,9 +78,8 @@ def service_create_args(
     env_name: str,
     env: Mapping[str, str],
 ) -> tuple[list[str], str | None]:
-    """The `docker service create` arguments (after `docker`) of service `name` of
-    `image` for the env `env_name`, its variables `env` named (values never on
-    argv); and the user its tasks run as (None: the image's own)."""
+    """The `docker service create` arguments of service `name` of `image`, its
+    variables `env` named (values never on argv); and the user its tasks run as."""
     argv = ["service", "create", "--detach", "--quiet", "--init"]
     argv += ["--name", name, "--replicas", str(replicas)]
     argv += ["--network", network]
@@ -166,25 +149,28 @@ def scale_service(service_id: str, name: str | None, replicas: int) -> None:
 def remove_service(
     target: str | None, service_id: str | None, network: str | None, grace_s: float
 ) -> None:
-    """Remove the service `target` (its id or name), wait (up to `grace_s` and 20 s)
-    for its containers on this node to go, then remove its own `network` (Docker
-    refuses while containers are attached; the owner's reaper retries)."""
+    """Remove the service `target`, wait (up to `grace_s` and 20 s) for its
+    containers on this node to go, then remove its own `network` (Docker refuses
+    while containers are attached; the owner's reaper retries)."""
     if target is not None:
         run_docker("service", "rm", target, timeout=60)
     deadline = time.monotonic() + grace_s + 20.0
+
+    def until(done: Callable[[], bool]) -> bool:
+        """`done()` every 0.3 s until it holds or the deadline passed."""
+        return Retrying(
+            stop=stop_before_delay(max(0.0, deadline - time.monotonic())),
+            wait=wait_fixed(0.3),
+            retry=retry_if_result(lambda ok: not ok),
+            retry_error_callback=lambda _: False,
+        )(done)
+
     label = f"label=com.docker.swarm.service.id={service_id}"
-    while service_id is not None and time.monotonic() < deadline:
-        left = run_docker("ps", "-aq", "--filter", label)
-        if left.returncode != 0 or not left.stdout.strip():
-            break
-        time.sleep(0.3)
-    while network is not None:
-        if run_docker("network", "rm", network).returncode == 0:
-            return
-        if time.monotonic() >= deadline:
-            logger.warning(
-                "Swarm network %s is still in use; its owner's reaper removes it",
-                network,
-            )
-            return
-        time.sleep(0.3)
+    if service_id is not None:
+        until(lambda: not run_docker("ps", "-aq", "--filter", label).stdout.strip())
+    if network is not None and not until(
+        lambda: run_docker("network", "rm", network).returncode == 0
+    ):
+        logger.warning(
+            "Swarm network %s is still in use; its owner's reaper removes it", network
+        )

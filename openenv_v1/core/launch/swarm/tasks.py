@@ -1,13 +1,6 @@
-"""A Swarm service's tasks, as Docker reports them.
-
-`read_tasks` asks `docker service ps` and `docker inspect --type task` for every task
-of a service: its state and the state Swarm wants, its node, its published port
-(from its status once it runs, else, still starting on this node, from its
-container), and its address on the service's network (what a gateway forwards to).
-`live` says whether a task runs or may still start; `ENDED` are the states of one
-that never will.
-
-Imports `docker.cli` and `swarm.options` (for its type).
+"""A Swarm service's tasks as Docker reports them (`docker service ps`, `docker
+inspect --type task`): state, the state Swarm wants, node, published port, and the
+address on the service's network that a gateway forwards to.
 """
 
 from __future__ import annotations
@@ -49,8 +42,7 @@ def live(task: SwarmTask) -> bool:
 def read_tasks(
     service_id: str | None, network: str | None, options: SwarmOptions
 ) -> dict[str, SwarmTask]:
-    """The tasks of the service `service_id` ({} before it exists, or when Docker
-    cannot say): their states, ports and addresses on `network`."""
+    """The tasks of service `service_id` ({} when there are none to read)."""
     if service_id is None:
         return {}
     listed = run_docker("service", "ps", "--no-trunc", "-q", service_id)
@@ -90,8 +82,8 @@ def task_address(entry: Mapping[str, Any], network: str | None) -> str | None:
 
 
 def task_port(status: Mapping[str, Any], options: SwarmOptions) -> int | None:
-    """The task's published port: from its status once it runs, else (a task
-    still starting, on this node) from its container."""
+    """The task's published port: from its status once it runs, else from its
+    container (still starting, on this node)."""
     target = options.container_port
     for entry in (status.get("PortStatus") or {}).get("Ports") or []:
         if entry.get("TargetPort") == target and entry.get("PublishedPort"):
