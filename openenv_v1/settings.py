@@ -228,7 +228,8 @@ class EpisodeSettings(BaseModel):
     starts again (on another port, with gradio, with the next app candidate) gets
     them afresh."""
     connect_timeout_s: float = CONNECT_TIMEOUT_S
-    """Seconds to open the WebSocket session."""
+    """Seconds to open the WebSocket session, and a connection to read the server's
+    action schema (a connection not made in time counts as a lost server)."""
     reset_timeout_s: float = RESET_TIMEOUT_S
     """Seconds `reset` may take."""
     step_timeout_s: float = STEP_TIMEOUT_S

@@ -5,6 +5,7 @@ a replay that meets another answer ends the episode, naming where."""
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,9 @@ import pytest
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.episode.frames import Frame
 from openenv_v1.core.episode.replay import ReplayDiverged, ReplayLog
+from openenv_v1.core.episode.schema import fetch_action_spec
+from openenv_v1.core.errors import EnvFailure
+from openenv_v1.core.launch.target import server_lost
 from openenv_v1.core.launch.url_pool import UrlPool
 from tests.servers import (
     TEST_ENVS,
@@ -197,3 +201,32 @@ async def test_over_three_base_urls_one_killed_mid_run_loses_nothing():
 def kill_server_at(url: str) -> None:
     """SIGKILL the counted Wordle server at `url` (tests/envs/counted_wordle.py)."""
     os.kill(int(httpx.get(f"{url}/test/pid", timeout=10).text), signal.SIGKILL)
+
+
+async def test_a_contract_read_whose_connection_is_never_made_is_a_lost_server():
+    """A host cut off (a Swarm node whose link went down) answers no SYN: reading the
+    action schema there fails after the connect timeout, as a lost server the episode
+    may start again elsewhere, not as a slow one. Here a listener whose accept queue
+    is full drops every further SYN, as such a host does."""
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    queued = []
+    try:
+        for _ in range(2):  # fill the accept queue; no accept() ever runs
+            peer = socket.socket()
+            peer.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                peer.connect(("127.0.0.1", port))
+            queued.append(peer)
+        with pytest.raises(EnvFailure) as failed:
+            await fetch_action_spec(
+                None, f"http://127.0.0.1:{port}", timeout_s=30, connect_timeout_s=0.5
+            )
+        assert isinstance(failed.value.__cause__, httpx.ConnectTimeout)
+        assert server_lost(failed.value)
+        assert not server_lost(TimeoutError("a step the server took, answered late"))
+    finally:
+        for peer in queued:
+            peer.close()
+        listener.close()

@@ -451,7 +451,9 @@ async def _open_contract(
             return (
                 client,
                 base_url,
-                await fetch_action_spec(client, base_url, timeout_s),
+                await fetch_action_spec(
+                    client, base_url, timeout_s, target.connect_timeout_s
+                ),
             )
         except EnvFailure as e:
             if not await session.start_again(e):

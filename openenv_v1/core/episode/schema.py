@@ -156,10 +156,13 @@ def is_mcp_action(schema: dict[str, Any]) -> bool:
 
 
 async def fetch_action_spec(
-    client: Any, base_url: str, timeout_s: float = 10.0
+    client: Any, base_url: str, timeout_s: float = 10.0, connect_timeout_s: float = 10.0
 ) -> ActionSpec:
-    """Read the server's action contract; each request gets `timeout_s`."""
-    async with async_client(timeout_s) as http:
+    """Read the server's action contract; each request gets `timeout_s`, and its
+    connection at most `connect_timeout_s` (one not made in time raises
+    `httpx.ConnectTimeout` as the cause: a server lost, not a slow one)."""
+    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, connect_timeout_s))
+    async with async_client(timeout) as http:
         try:
             body = await _read_json(http, "GET", f"{base_url}/schema", timeout_s)
             action = body["action"]

@@ -191,11 +191,14 @@ class EnvSession:
 
 def server_lost(exc: BaseException) -> bool:
     """Whether `exc`, or what caused it, is a lost connection to the server (refused,
-    reset or closed): not a timeout, nor an answer of the server's own."""
+    reset or closed, or a TCP connect that timed out: an unreachable host, as a node
+    cut off): not a timeout of a request the server took, nor an answer of its own."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
+        if isinstance(cause, httpx.ConnectTimeout):
+            return True
         if isinstance(cause, TimeoutError | httpx.TimeoutException):
             return False
         lost = ConnectionError | ConnectionClosed | httpx.NetworkError
