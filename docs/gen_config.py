@@ -224,10 +224,16 @@ def constants(package: Path = ROOT / "openenv_v1") -> dict[str, ast.expr]:
     found = {}
     for path in sorted(package.rglob("*.py")):
         for stmt in ast.parse(path.read_text(), filename=str(path)).body:
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+            if isinstance(stmt, ast.Assign):
+                target, value = stmt.targets[0], stmt.value
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                target, value = stmt.target, stmt.value
+            else:
+                continue
+            if isinstance(target, ast.Name):
                 with contextlib.suppress(ValueError):
-                    ast.literal_eval(stmt.value)
-                    found[stmt.targets[0].id] = stmt.value
+                    ast.literal_eval(value)
+                    found[target.id] = value
     return found
 
 

@@ -32,6 +32,8 @@ from openenv_v1.core.episode.report import (
     MAX_INVALID_ACTIONS,
     MAX_OBSERVATION_CHARS,
     RESET_TIMEOUT_S,
+    RESUME_LOST_SESSIONS,
+    REWARD,
     STEP_TIMEOUT_S,
     RewardMode,
     ToolCalls,
@@ -254,7 +256,7 @@ class EpisodeSettings(BaseModel):
     """Most characters of text in one user turn. Fields that would push a turn over
     it are cut, the longest first, each with a note of how much was cut (the action
     format of the opening turn is never cut)."""
-    reward: RewardMode = "sum"
+    reward: RewardMode = REWARD
     """The episode's reward from its steps' rewards: `sum` (all of them added) or
     `last` (the last reward the env gave, as OpenEnv's harness and trajectory rubrics
     mean it). An episode in which the env gave no reward at all is unscored: None on
@@ -264,7 +266,7 @@ class EpisodeSettings(BaseModel):
     """Wall seconds an episode may run from its reset; past it no more steps are
     taken and the rollout fails, naming the budget. Unset: the env folder's
     openenv.yaml `validation.resources.episode_timeout_s`, else no budget."""
-    resume_lost_sessions: bool = True
+    resume_lost_sessions: bool = RESUME_LOST_SESSIONS
     """Resume an episode whose env session is lost after its first model turn (its
     server, container or node gone, the connection closed): a fresh session, on a
     live server, is reset with the same kwargs and sent the same actions, and the

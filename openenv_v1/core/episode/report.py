@@ -27,6 +27,8 @@ STEP_TIMEOUT_S = 60.0
 MAX_INVALID_ACTIONS = 3
 CAPACITY_WAIT_S = 30.0
 MAX_OBSERVATION_CHARS = 8_000
+REWARD: RewardMode = "sum"
+RESUME_LOST_SESSIONS = True
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,13 @@ class EpisodeLimits:
     episode_timeout_s: float | None = None
     """Wall seconds from the reset on after which no more steps are taken (the
     episode fails, naming the budget); None: no budget."""
-    reward: RewardMode = "sum"
+    reward: RewardMode = REWARD
     reward_range: tuple[float, float] | None = None
     """The range the env declares its rewards in (openenv.yaml); a reward outside it
     is counted in `EpisodeReport.rewards_outside`."""
     reasoning_delimiters: tuple[tuple[str, str], ...] = REASONING_DELIMITERS
     """Tags of reasoning blocks, never read as the action (`core/episode/replies.py`)."""
-    resume: bool = True
+    resume: bool = RESUME_LOST_SESSIONS
     """Resume an episode whose session is lost after its first model turn by a
     verified replay on a fresh session (`EnvEpisode`); off, the loss ends it."""
 
