@@ -32,7 +32,7 @@ if __name__ == "__main__":
     hide_unused_modules()
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
@@ -46,13 +46,32 @@ from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.flags import EVAL_FLAGS
 from openenv_v1.vf02.simulator.forked import simulator_pid
+from openenv_v1.vf02.simulator.serving import (
+    no_delay_listeners,
+    pin_version,
+    quiet_request_logs,
+)
 from openenv_v1.vf02.state import OpenEnvState
 from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
 
 logger = logging.getLogger(__name__)
 
 
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
+    async def setup(self) -> None:
+        """Before the server serves, its socket bound: its connections without
+        Nagle, or each turn may wait 40 ms, and no INFO line per request
+        (`openenv_v1.vf02.simulator.serving`)."""
+        no_delay_listeners()
+        quiet_request_logs()
+
+    def _register(self, mcp: FastMCP) -> None:
+        super()._register(mcp)
+        pin_version(mcp)  # no metadata read per request (`serving`)
+
     async def setup_task(self, task: OpenEnvData) -> None:
         self._episode: EnvEpisode | None = None
         self._opening: Turn | None = None
