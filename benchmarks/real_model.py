@@ -208,13 +208,16 @@ def main() -> None:
         )
     seeds = list(range(args.episodes))
     legs = []
+    load_before = os.getloadavg()
     with llama_server(threads=args.threads) as url:
         for name in names:
             legs.append(run_leg(name, url, seeds, args.max_turns))
             print(f"{name}: done in {legs[-1].wall_s:.0f} s", file=sys.stderr)
     print(
         f"\n{MODEL_NAME} (Q4_1, llama.cpp, 1 slot), Wordle seeds {seeds}, "
-        f"max {args.max_turns} turns, -c 1\n"
+        f"max {args.max_turns} turns, -c 1; load average (1, 5, 15 min) "
+        f"{_loads(load_before)} before, {_loads(os.getloadavg())} after, "
+        f"on {os.cpu_count()} cores\n"
     )
     print(
         "| leg | solved | errored | turns | invalid / turn | model s / turn "
@@ -223,6 +226,10 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for leg in legs:
         print(leg.row())
+
+
+def _loads(loads: tuple[float, float, float]) -> str:
+    return "/".join(f"{load:.1f}" for load in loads)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,19 @@ for each it also:
   still go there);
 - reads mcp's version from its installed metadata (`importlib.metadata`, a scan of
   site-packages) for the initialization options, unless the server has a version:
-  about 0.5 ms each. `pin_version(server)` gives it that same version, read once.
+  about 0.5 ms each. `pin_version(server)` gives it that same version, read once;
+- validates the `respond` tool's result against the output schema FastMCP derived
+  from its `-> str` (`{"result": string}`), and so does the eval's MCP client, which
+  lists the tools (the fourth request) to learn it: jsonschema checks the schema
+  itself each time. verifiers reads only the text content.
+  `unstructured(server, "respond")` registers the same function without an output
+  schema, and both checks are skipped (the `tools/list` stays: the client makes it
+  for any tool it has not listed).
 
     no_delay_listeners()    # OpenEnvUser.setup, before uvicorn serves
     quiet_request_logs()
     pin_version(mcp)      # OpenEnvUser._register, once FastMCP is built
+    unstructured(mcp, "respond")
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mcp.server.fastmcp import FastMCP
 
-__all__ = ["no_delay_listeners", "quiet_request_logs", "pin_version"]
+__all__ = ["no_delay_listeners", "pin_version", "quiet_request_logs", "unstructured"]
 
 _FDS = "/proc/self/fd"
 
@@ -105,3 +113,23 @@ def _mcp_version() -> str:
         return version("mcp")
     except PackageNotFoundError:
         return "unknown"
+
+
+def unstructured(server: FastMCP, name: str) -> None:
+    """Register the tool `name` of `server` again, the same function under the same
+    name and description, without an output schema (its result is its text
+    content only)."""
+    tool = server._tool_manager.get_tool(name)
+    if tool is None or tool.output_schema is None:
+        return
+    server.remove_tool(name)
+    server.add_tool(
+        tool.fn,
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        annotations=tool.annotations,
+        icons=tool.icons,
+        meta=tool.meta,
+        structured_output=False,
+    )
