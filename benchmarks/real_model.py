@@ -27,8 +27,9 @@ model reply received to the next model request sent (the trace's call spans), le
 the env's steps answered in between (`info.openenv_timing.step_end` and `step_s`),
 per turn, beside the model's own time per turn and as a ratio of it. It holds all
 that is neither the model nor the env: the reply read as an action, the next turn
-rendered, and the framework's own hops (on 0.2 the harness's MCP call to the user
-simulator and back). The 0.4 legs run
+rendered, and the framework's own hops (on 0.2 verifiers' MCP call to the user
+simulator and back; docs/real-models.md says where that time goes). The header gives
+the load average before and after the legs: wall figures move with it. The 0.4 legs run
 in a second environment of this project (`.venv-vf04`, synced from `uv.lock` with
 `--extra vf04` when missing).
 """
