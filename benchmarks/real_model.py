@@ -27,8 +27,9 @@ model reply received to the next model request sent (the trace's call spans), le
 the env's steps answered in between (`info.openenv_timing.step_end` and `step_s`),
 per turn, beside the model's own time per turn and as a ratio of it. It holds all
 that is neither the model nor the env: the reply read as an action, the next turn
-rendered, and the framework's own hops (on 0.2 the harness's MCP call to the user
-simulator and back). The 0.4 legs run
+rendered, and the framework's own hops (on 0.2 verifiers' MCP call to the user
+simulator and back; docs/real-models.md says where that time goes). The header gives
+the load average before and after the legs: wall figures move with it. The 0.4 legs run
 in a second environment of this project (`.venv-vf04`, synced from `uv.lock` with
 `--extra vf04` when missing).
 """
@@ -208,13 +209,16 @@ def main() -> None:
         )
     seeds = list(range(args.episodes))
     legs = []
+    load_before = os.getloadavg()
     with llama_server(threads=args.threads) as url:
         for name in names:
             legs.append(run_leg(name, url, seeds, args.max_turns))
             print(f"{name}: done in {legs[-1].wall_s:.0f} s", file=sys.stderr)
     print(
         f"\n{MODEL_NAME} (Q4_1, llama.cpp, 1 slot), Wordle seeds {seeds}, "
-        f"max {args.max_turns} turns, -c 1\n"
+        f"max {args.max_turns} turns, -c 1; load average (1, 5, 15 min) "
+        f"{_loads(load_before)} before, {_loads(os.getloadavg())} after, "
+        f"on {os.cpu_count()} cores\n"
     )
     print(
         "| leg | solved | errored | turns | invalid / turn | model s / turn "
@@ -223,6 +227,10 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for leg in legs:
         print(leg.row())
+
+
+def _loads(loads: tuple[float, float, float]) -> str:
+    return "/".join(f"{load:.1f}" for load in loads)
 
 
 if __name__ == "__main__":

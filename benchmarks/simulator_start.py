@@ -67,10 +67,13 @@ class SimulatorStart:
 
 
 @contextlib.contextmanager
-def rollout_channel(task_json: str) -> Iterator[str]:
+def rollout_channel(task_json: str, seen: list[str] | None = None) -> Iterator[str]:
     """The rollout's `/state` + `/task` channel, as verifiers' interception serves it:
-    yields the state URL."""
+    yields the state URL. Each request's method and last path segment (`GET state`)
+    is appended to `seen`, and the state last put is its last item's `PUT state
+    <body>`."""
     state = {"body": b"{}"}
+    seen = [] if seen is None else seen
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, body: bytes) -> None:
@@ -81,6 +84,7 @@ def rollout_channel(task_json: str) -> Iterator[str]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
+            seen.append(f"GET {self.path.rsplit('/', 1)[-1]}")
             if self.path.endswith("/task"):
                 cls = "openenv_v1.vf02.user:OpenEnvData"
                 self._send(json.dumps({"cls": cls, "task": task_json}).encode())
@@ -89,6 +93,7 @@ def rollout_channel(task_json: str) -> Iterator[str]:
 
         def do_PUT(self) -> None:
             state["body"] = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(f"PUT {self.path.rsplit('/', 1)[-1]} {state['body'].decode()}")
             self._send(b"{}")
 
         def log_message(self, *args: object) -> None:

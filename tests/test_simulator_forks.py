@@ -40,8 +40,12 @@ def _ppid(pid: int) -> int:
 class Simulator:
     """One launched simulator: its launcher process, log and port file."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], workdir: Path) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], workdir: Path, channel: list[str]
+    ) -> None:
         self.proc, self.workdir = proc, workdir
+        self.channel = channel
+        """The requests it made on its rollout channel (`rollout_channel`)."""
 
     def log(self) -> str:
         return (self.workdir / "log").read_text(errors="replace")
@@ -88,7 +92,8 @@ def simulator(
     )  # fmt: skip
     workdir = tmp_path / "rollout"
     workdir.mkdir(parents=True)
-    with rollout_channel(task.model_dump_json()) as state_url:
+    channel: list[str] = []
+    with rollout_channel(task.model_dump_json(), channel) as state_url:
         env = dict(os.environ)
         env.update(
             VF_CONFIG=OpenEnvUserConfig(
@@ -109,7 +114,7 @@ def simulator(
                 start_new_session=True,  # as verifiers' subprocess runtime does
             )
         try:
-            yield Simulator(proc, workdir)
+            yield Simulator(proc, workdir, channel)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -139,6 +144,26 @@ def test_a_forked_simulator_plays_and_ends_with_its_launcher(
         assert wait_until(lambda: not process_running(fork), 5)
     # The port file verifiers had it report in (and never removes) went with it.
     assert not (sim.workdir / "port").exists()
+
+
+def test_in_text_mode_a_simulator_pulls_the_rollout_state_once(
+    wordle_url, tmp_path, forks
+):
+    with simulator(wordle_url, tmp_path, forks.socket_path, forks.token) as sim:
+        url = sim.url()
+
+        async def play() -> None:
+            for seq, guess in enumerate(["", "[crane]", "[pious]"]):
+                await user_respond(url, guess, seq)
+
+        asyncio.run(play())
+    # Before its first turn only: nothing else writes the state in text mode, so it
+    # goes on from what it pushed; every turn still pushes the account.
+    assert [r for r in sim.channel if r.startswith("GET state")] == ["GET state"]
+    pushed = [r for r in sim.channel if r.startswith("PUT state")]
+    assert len(pushed) == 3
+    account = json.loads(pushed[-1].split(" ", 2)[2])["account"]
+    assert account["steps"] == 2
 
 
 def test_a_fork_ends_when_its_launcher_is_killed(wordle_url, tmp_path, forks):

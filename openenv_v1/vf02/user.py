@@ -32,7 +32,7 @@ if __name__ == "__main__":
     hide_unused_modules()
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
@@ -46,18 +46,61 @@ from openenv_v1.vf02.account import absorb_invalid, mirror
 from openenv_v1.vf02.config import OpenEnvUserConfig
 from openenv_v1.vf02.flags import EVAL_FLAGS
 from openenv_v1.vf02.simulator.forked import simulator_pid
+from openenv_v1.vf02.simulator.serving import (
+    no_delay_listeners,
+    pin_version,
+    quiet_request_logs,
+    unstructured,
+)
 from openenv_v1.vf02.state import OpenEnvState
 from openenv_v1.vf02.tool_desk import ToolDesk, open_desk
+
+if TYPE_CHECKING:
+    from mcp.server.fastmcp import FastMCP
 
 logger = logging.getLogger(__name__)
 
 
 class OpenEnvUser(vf.User[OpenEnvUserConfig, OpenEnvState]):
+    _pushed: bytes | None = None
+    """The rollout state as this simulator last pushed it (None: not yet, or the
+    push failed)."""
+    _state_is_ours = False
+    """Text mode: no other process writes the rollout state (`_pull_state`)."""
+
+    async def setup(self) -> None:
+        """Before the server serves, its socket bound: its connections without
+        Nagle, or each turn may wait 40 ms, and no INFO line per request
+        (`openenv_v1.vf02.simulator.serving`)."""
+        no_delay_listeners()
+        quiet_request_logs()
+
+    def _register(self, mcp: FastMCP) -> None:
+        super()._register(mcp)
+        pin_version(mcp)  # no metadata read per request (`serving`)
+        unstructured(mcp, "respond")  # no output schema checked per turn
+
+    async def _pull_state(self) -> OpenEnvState:
+        """The rollout state before a call. verifiers pulls it from the eval (a round
+        trip to its event loop) before every call. In text mode nothing but this
+        simulator writes it (the task's stops, reward and metrics only read it), so
+        the state it last pushed is current and is used as it is. With native tool
+        calling the eval counts calls on it: pulled."""
+        if self._state_is_ours and self._pushed is not None:
+            return self._state_adapter.validate_json(self._pushed)
+        return await super()._pull_state()
+
+    async def _push_state(self, before: bytes) -> None:
+        self._pushed = None
+        await super()._push_state(before)
+        self._pushed = self._state_adapter.dump_json(self.state)
+
     async def setup_task(self, task: OpenEnvData) -> None:
+        self._state_is_ours = task.tool_calls != "native"
+        self._desk: ToolDesk | None = None
         self._episode: EnvEpisode | None = None
         self._opening: Turn | None = None
         self._failure: str | None = None
-        self._desk: ToolDesk | None = None
         config = self.config
         target = env_target(
             task, config, secret_env=config.secret_env, pool_url=config.pool_url

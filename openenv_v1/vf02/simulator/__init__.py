@@ -10,6 +10,7 @@ bounded:
     forked.py           a fork: runs the launcher's simulator
     slots.py            how many simulators run at once (the rest wait)
     light_verifiers.py  a simulator started without the parts of verifiers it never runs
+    serving.py          its MCP server's turns without Nagle's wait or per-request logs
     mcp_clients.py      the eval process's MCP clients sharing one TLS context
 
 Imports nothing itself. These modules name the binding's user module only where they
