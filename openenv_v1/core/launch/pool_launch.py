@@ -20,7 +20,12 @@ from typing import Any
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.lease_book import LeaseWaiters
 from openenv_v1.core.launch.plan import LaunchPlan, launch_failure, launch_plan
-from openenv_v1.core.launch.pool_servers import PooledServer, PoolServers, group_rss
+from openenv_v1.core.launch.pool_servers import (
+    PROBE_WINDOW,
+    PooledServer,
+    PoolServers,
+    group_rss,
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,8 @@ class ServerLaunches:
         rss = group_rss(server.provider)
         with self._pool.cond:
             self._pool.servers.came_up(server, url, rss)
-            self._pool.waiters.notify_locked()
+            # Its room: its limit, or the sessions it takes on trial while unknown.
+            self._pool.waiters.notify_locked(server.capacity or PROBE_WINDOW)
         choice = server.provider.app_choice
         self._log.info(
             "shared env server for %s up at %s, serving app %s (%s)",
