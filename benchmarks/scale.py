@@ -35,6 +35,10 @@ success (every trace ended on `openenv_done` with its reward equal to the env's
 account, no error), p50/p99 wall time of one env step (the client's view: the traces'
 `info["openenv_timing"]`, or the raw client's own clock), the peak memory of the
 leg's processes and of its env servers, the servers used, and processes left behind.
+Then what each leg cost: CPU seconds per episode of its own processes and of its env
+servers, memory and open files per episode in flight, the largest load average it ran
+under, and per level the additive limit `1 / (1/floor + 1/raw)` episodes/s with the
+`vf04` leg's share of it.
 Then the soak series of the largest level: every 100 episodes, memory, open files and
 threads of the eval (or env-server) process and of the env servers.
 """
