@@ -1,9 +1,11 @@
 """Training scale: Wordle episodes at 64 to 512 in flight, five ways, in one run.
 
     uv run python benchmarks/scale.py [--levels 64,128,256,512] [--per-level 4]
-        [--legs raw,raw-paced,vf04,floor,vf04-server,vf02] [--vf02-max 512]
+        [--episodes N] [--legs raw,raw-paced,vf04,floor,vf04-server,vf02]
+        [--vf02-max 512]
 
-Each level runs `per-level x concurrency` episodes (2,048 at 512) of the local Wordle
+Each level runs `per-level x concurrency` episodes (2,048 at 512; `--episodes`: as
+many at every level) of the local Wordle
 env (envs/wordle), played by the local scripted policy (`openenv_v1.local_policy
 --mode solver`), each with its own seed:
 
@@ -33,6 +35,10 @@ success (every trace ended on `openenv_done` with its reward equal to the env's
 account, no error), p50/p99 wall time of one env step (the client's view: the traces'
 `info["openenv_timing"]`, or the raw client's own clock), the peak memory of the
 leg's processes and of its env servers, the servers used, and processes left behind.
+Then what each leg cost: CPU seconds per episode of its own processes and of its env
+servers, memory and open files per episode in flight, the largest load average it ran
+under, and per level the additive limit `1 / (1/floor + 1/raw)` episodes/s with the
+`vf04` leg's share of it.
 Then the soak series of the largest level: every 100 episodes, memory, open files and
 threads of the eval (or env-server) process and of the env servers.
 """
@@ -56,7 +62,7 @@ from scaling.eval_legs import (
 )
 from scaling.procs import ROOT, free_port, policy
 from scaling.raw_leg import raw_leg
-from scaling.report import print_series, print_table
+from scaling.report import print_costs, print_series, print_table
 from scaling.results import LegResult
 from scaling.server_leg import serve, server_leg, trainer
 
@@ -79,6 +85,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="64,128,256,512")
     parser.add_argument("--per-level", type=int, default=4)
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes of every level (default: --per-level x the level)",
+    )
     parser.add_argument("--legs", default="raw,raw-paced,vf04,floor,vf04-server,vf02")
     parser.add_argument(
         "--vf02-max", type=int, default=512, help="the vf02 leg's largest level"
@@ -94,6 +106,12 @@ def main() -> None:
         "--vf02-flags",
         default="",
         help="more flags for the vf02 leg's eval, e.g. '--taskset.max-simulators 512'",
+    )
+    parser.add_argument(
+        "--vf04-flags",
+        default="",
+        help="more flags for the vf04 and floor legs' vf-eval, e.g. '--no-rich' "
+        "(no live dashboard, as a trainer runs)",
     )
     parser.add_argument(
         "--vf04-venv", type=Path, default=Path(tempfile.gettempdir()) / "venv-vf04"
@@ -114,22 +132,27 @@ def main() -> None:
         if {"vf04", "floor", "vf04-server"} & set(legs)
         else None
     )
+    vf04_flags = shlex.split(args.vf04_flags)
     results: list[LegResult] = []
     with policy(free_port(), Path(sys.executable)) as policy_url:
         for level in levels:
-            episodes = args.per_level * level
+            episodes = args.episodes or args.per_level * level
             servers, replay = 0, {}
             for leg in legs:
                 if leg == "vf04":
                     assert vf04_bin is not None
-                    command = vf04_command(vf04_bin, policy_url, level, episodes)
+                    command = vf04_command(
+                        vf04_bin, policy_url, level, episodes, vf04_flags
+                    )
                     result = eval_leg(
                         leg, command, level, episodes, "outputs/*/traces.jsonl"
                     )
                     servers, replay = result.servers, result.actions
                 elif leg == "floor":
                     assert vf04_bin is not None
-                    result = floor_leg(vf04_bin, policy_url, level, episodes, replay)
+                    result = floor_leg(
+                        vf04_bin, policy_url, level, episodes, replay, vf04_flags
+                    )
                 elif leg == "vf04-server":
                     assert vf04_bin is not None
                     result = server_leg(vf04_bin, policy_url, level, episodes)
@@ -164,6 +187,7 @@ def main() -> None:
                     )
     print(f"\n{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}\n")
     print_table(results)
+    print_costs(results)
     for result in results:
         if result.level == max(levels) and result.series:
             print_series(result)

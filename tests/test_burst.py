@@ -17,6 +17,7 @@ import math
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,8 +27,14 @@ import pytest
 from openenv_v1 import verifiers_line
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
+from openenv_v1.core.launch.pool_launch import STARTS_AT_ONCE
 from openenv_v1.wordle_solver import _words
-from tests.servers import WORDLE_APP, WORDLE_PROJECT, wordle_uv_servers
+from tests.servers import (
+    WORDLE_APP,
+    WORDLE_PROJECT,
+    wordle_uv_servers,
+    wordle_uvicorns,
+)
 
 BURST = 128
 SESSIONS_PER_SERVER = 32
@@ -62,6 +69,29 @@ def wordle_target(sessions: int) -> EnvTarget:
     )
 
 
+class StartsSeen:
+    """Samples, on a thread, how many of this checkout's Wordle servers are running
+    but not yet up in `pool` (started, not answering)."""
+
+    def __init__(self, pool: ServerPool) -> None:
+        self.pool, self.seen = pool, [0]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "StartsSeen":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            running = len(wordle_uvicorns())
+            self.seen.append(running - len(self.pool.servers()))
+
+
 @pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
 async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
     target = wordle_target(SESSIONS_PER_SERVER)
@@ -73,10 +103,13 @@ async def test_a_burst_of_episodes_all_get_a_session_and_the_pool_grows(leases):
             rollout = EnvTarget(env=target.env, pool_url=pool.serve_http())
         words = list(_words()[0][:BURST])
         all_open = asyncio.Barrier(BURST)
-        async with asyncio.timeout(300):
-            played = await asyncio.gather(
-                *(play(rollout, word, all_open) for word in words)
-            )
+        with StartsSeen(pool) as starts:
+            async with asyncio.timeout(300):
+                played = await asyncio.gather(
+                    *(play(rollout, word, all_open) for word in words)
+                )
+        # The servers the burst needed started at most `STARTS_AT_ONCE` at a time.
+        assert 1 <= max(starts.seen) <= STARTS_AT_ONCE
         assert [reward for reward, _ in played] == [1.0] * BURST
         used = {url for _, url in played}
         # Every session was held at once: the server's limit was learned from its

@@ -125,6 +125,50 @@ async def test_a_session_ending_lets_a_waiting_lease_in():
         desk.close()
 
 
+async def test_a_session_ending_wakes_one_waiting_lease_and_a_cancelled_one_passes_it_on(
+    monkeypatch,
+):
+    desk = UrlPool(["http://127.0.0.1:1"], sessions_per_server=1, capacity_wait_s=30)
+    tries = 0
+    own_try = desk._try_lease_locked
+
+    def counted(pid, wait):
+        nonlocal tries
+        tries += 1
+        return own_try(pid, wait)
+
+    monkeypatch.setattr(desk, "_try_lease_locked", counted)
+    woken: list[int] = []
+
+    async def wait_in_line(i: int) -> str:
+        lease, _ = await desk.lease_async()
+        woken.append(i)
+        return lease
+
+    held, _ = await desk.lease_async()
+    waiting = [asyncio.ensure_future(wait_in_line(i)) for i in range(200)]
+    try:
+        while tries < 201:  # every one tried once, and waits in line
+            await asyncio.sleep(0.01)
+        tries = 0
+        # The first in line is woken, then cancelled before it runs: its turn goes
+        # to the next; the one seat lets exactly one lease in.
+        desk.release(held)
+        waiting[0].cancel()
+        await asyncio.wait_for(waiting[1], 5)
+        assert woken == [1] and desk.leases_held() == 1
+        # Each seat freed costs a try or two, not one per waiting lease.
+        for i in range(2, 12):
+            desk.release(waiting[i - 1].result())
+            await asyncio.wait_for(waiting[i], 5)
+        assert woken == list(range(1, 12))
+        assert tries < 3 * 11
+    finally:
+        for w in waiting:
+            w.cancel()
+        desk.close()
+
+
 async def test_a_lost_server_is_taken_out_and_back_once_its_health_answers():
     with health_server() as lost, health_server() as other:
         desk = UrlPool([lost.url, other.url])

@@ -88,7 +88,9 @@ def run_flags(policy_url: str, level: int, episodes: int) -> list[str]:
     ]
 
 
-def vf04_command(vf04_bin: Path, policy_url: str, level: int, episodes: int) -> list:
+def vf04_command(
+    vf04_bin: Path, policy_url: str, level: int, episodes: int, flags: list[str]
+) -> list:
     kwargs = json.dumps({"project_path": str(WORDLE_PROJECT), "app": WORDLE_APP})
     return [
         str(vf04_bin / "vf-eval"),
@@ -96,6 +98,7 @@ def vf04_command(vf04_bin: Path, policy_url: str, level: int, episodes: int) -> 
         *("--env.taskset.provider-kwargs", kwargs),
         *("--env.taskset.resets", json.dumps(resets(episodes))),
         *run_flags(policy_url, level, episodes),
+        *flags,
     ]
 
 
@@ -128,6 +131,7 @@ def floor_leg(
     level: int,
     episodes: int,
     replies: dict[int, list[str]],
+    flags: list[str],
 ) -> LegResult:
     """`vf-eval` of the floor env (no OpenEnv): episode `i` plays as many model turns
     as the `vf04` leg's episode of seed `i` did, so both legs make the same model
@@ -137,6 +141,7 @@ def floor_leg(
         str(vf04_bin / "vf-eval"),
         *("openenv-v1-floor-vf04", "--env.taskset.turns", json.dumps(turns)),
         *run_flags(policy_url, level, episodes),
+        *flags,
     ]
     result = eval_leg(
         "floor",

@@ -47,8 +47,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _proc_table() -> dict[int, tuple[int, str, int, int]]:
-    """pid -> (parent pid, command line, rss bytes, threads) of live processes."""
+def _proc_table() -> dict[int, tuple[int, str, int, int, int]]:
+    """pid -> (parent pid, command line, rss bytes, threads, CPU ticks: user +
+    system) of live processes."""
     table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -64,11 +65,12 @@ def _proc_table() -> dict[int, tuple[int, str, int, int]]:
                 cmd,
                 int(fields[21]) * PAGE,
                 int(fields[17]),
+                int(fields[11]) + int(fields[12]),
             )
     return table
 
 
-def _descendants(root: int, table: dict[int, tuple[int, str, int, int]]) -> set[int]:
+def _descendants(root: int, table: dict[int, tuple]) -> set[int]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, *_) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -101,7 +103,7 @@ def wordle_servers_of_this_checkout() -> set[int]:
     """uvicorn processes serving this checkout's Wordle env (other checkouts' and
     other benchmarks' servers on the machine are not counted)."""
     pids = set()
-    for pid, (_, cmd, _, _) in _proc_table().items():
+    for pid, (_, cmd, *_) in _proc_table().items():
         if not is_env_server(cmd):
             continue
         with contextlib.suppress(OSError):
@@ -123,6 +125,10 @@ class Sampler:
         self.peak_simulators = 0
         """verifiers 0.2 user simulators alive at once (their launchers)."""
         self.server_pids: set[int] = set()
+        self._ticks: dict[int, tuple[bool, int]] = {}
+        """pid -> (an env server's, CPU ticks last seen) of every process sampled."""
+        self.load = os.getloadavg()[0]
+        """The 1-minute load average when the leg began, then its largest."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -142,6 +148,9 @@ class Sampler:
             server_trees = set().union(*(_descendants(p, table) for p in servers))
             self.server_pids |= servers
             main = tree - server_trees
+            for pid in tree:
+                self._ticks[pid] = (pid in server_trees, table[pid][4])
+            self.load = max(self.load, os.getloadavg()[0])
             main_rss = sum(table[p][2] for p in main) / 1e6
             servers_rss = sum(table[p][2] for p in server_trees) / 1e6
             self.peak_main = max(self.peak_main, main_rss)
@@ -160,6 +169,14 @@ class Sampler:
                     servers=len(servers),
                 )
             )
+
+    def cpu_s(self) -> tuple[float, float]:
+        """CPU seconds (user + system) of the leg's own processes and of its env
+        servers, as last sampled (a process's last half second may be missed)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        main = sum(t for server, t in self._ticks.values() if not server)
+        servers = sum(t for server, t in self._ticks.values() if server)
+        return main / tick, servers / tick
 
     def series(self, step: int = 100) -> list[Sample]:
         """The first sample at or past each multiple of `step` episodes."""
@@ -228,6 +245,10 @@ def close_leg(result, sampler: Sampler, before: set[int], workdir: Path):
     )
     result.servers = len(sampler.server_pids)
     result.series = sampler.series()
+    result.cpu_main_s, result.cpu_servers_s = sampler.cpu_s()
+    result.load = sampler.load
+    if sampler.samples:
+        result.peak_fds = max(s.main_fds + s.servers_fds for s in sampler.samples)
     result.left = leftovers(before)
     shutil.rmtree(workdir, ignore_errors=True)
     return result

@@ -39,6 +39,37 @@ def print_table(results: list[LegResult]) -> None:
             print(f"  {r.leg} @ {r.level}: {len(r.errors)} errors: {kinds[:5]}")
 
 
+def print_costs(results: list[LegResult]) -> None:
+    """What each leg cost: CPU seconds per episode (its own processes / its env
+    servers), memory and open files per episode in flight at their peak, the
+    largest load average it ran under; then, per level, the additive limit
+    `1 / (1 / floor + 1 / raw)` episodes/s and the `vf04` leg's share of it."""
+    print(
+        f"\n{'leg':<12}{'in flight':>10}{'CPU s/ep':>9}{'servers':>8}"
+        f"{'MB/in flight':>13}{'fds/in flight':>14}{'load':>6}"
+    )
+    for r in results:
+        if not r.cpu_main_s:
+            continue
+        mb = (r.peak_main_mb + r.peak_servers_mb) / r.level
+        print(
+            f"{r.leg:<12}{r.level:>10}{r.cpu_main_s / r.episodes:>9.3f}"
+            f"{r.cpu_servers_s / r.episodes:>8.3f}{mb:>13.2f}"
+            f"{r.peak_fds / r.level:>14.2f}{r.load:>6.1f}"
+        )
+    rate = {(r.leg, r.level): r.ok / r.wall_s for r in results if r.wall_s}
+    for level in sorted({r.level for r in results}):
+        floor, raw = rate.get(("floor", level)), rate.get(("raw", level))
+        ours = rate.get(("vf04", level))
+        if floor and raw and ours:
+            limit = 1 / (1 / floor + 1 / raw)
+            print(
+                f"additive limit @ {level}: {limit:.1f} episodes/s "
+                f"(floor {floor:.1f}, raw {raw:.1f}); vf04 {ours:.1f} = "
+                f"{ours / limit:.2f} of it"
+            )
+
+
 def print_series(result: LegResult) -> None:
     print(f"\nsoak: {result.leg} at {result.level} in flight, every 100 episodes")
     print(

@@ -30,6 +30,14 @@ class LegResult:
     """The model's replies per reset seed (the raw leg replays them)."""
     model_turns: int = 0
     """Model turns played, where the leg counts them (the floor leg)."""
+    cpu_main_s: float = 0.0
+    """CPU seconds of the leg's own processes (the eval's, the env server's)."""
+    cpu_servers_s: float = 0.0
+    """CPU seconds of its env servers."""
+    load: float = 0.0
+    """The machine's largest 1-minute load average during the leg."""
+    peak_fds: int = 0
+    """The most open files of the leg's processes and env servers at once."""
 
 
 def check_traces(

@@ -36,7 +36,10 @@ if TYPE_CHECKING:
     from openenv_v1.core.launch.pool_servers import ServerSeats
 
 WAIT_POLL_S = 0.5
-"""A waiting lease re-checks at least this often (dead leasers and servers, time)."""
+"""The first waiting lease re-checks at least this often (dead leasers and servers,
+time)."""
+QUEUE_POLL_S = 2.0
+"""Every other waiting lease re-checks at least this often."""
 _REAP_EVERY_S = 0.2
 
 _T = TypeVar("_T")
@@ -125,26 +128,37 @@ class LeaseBook:
 
 class LeaseWaiters:
     """The lease requests waiting for room on a desk whose lock is `cond` (held
-    around every call but `until`, which takes it for each try)."""
+    around every call but `until`, which takes it for each try).
+
+    Coroutines wait in arrival order, each on a future of its own: a session ending
+    wakes the one that has waited longest (one seat, one lease), anything else that
+    makes room wakes them all, and a woken one that leaves without trying again
+    passes its turn on. The first in line also re-checks every `WAIT_POLL_S`, the
+    rest every `QUEUE_POLL_S` (dead leasers, the desk's deadline): with thousands in
+    flight, waking or polling every waiter for every seat cost O(waiters) per seat.
+    """
 
     def __init__(self, cond: threading.Condition) -> None:
         self._cond = cond
-        self._futures: set[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = set()
+        self._queue: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
         self._last_progress = time.monotonic()
 
-    def notify_locked(self) -> None:
-        """Wake every waiting lease, threads and coroutines."""
+    def notify_locked(self, room: int | None = None) -> None:
+        """Wake the threads and the `room` longest-waiting coroutines (None: all)."""
         self._cond.notify_all()
-        futures, self._futures = self._futures, set()
-        for loop, changed in futures:
-            with contextlib.suppress(RuntimeError):  # that loop is closed
-                loop.call_soon_threadsafe(_complete, changed)
+        self._wake_locked(len(self._queue) if room is None else room)
 
     def progress_locked(self) -> None:
-        """A session ended or a server came back: `stuck_locked` waits start over;
-        wakes every waiting lease."""
+        """A server came back: `stuck_locked` waits start over; wakes every lease."""
         self._last_progress = time.monotonic()
         self.notify_locked()
+
+    def seat_freed_locked(self) -> None:
+        """A session ended: `stuck_locked` waits start over; the longest-waiting
+        lease wakes (a thread, and a coroutine)."""
+        self._last_progress = time.monotonic()
+        self._cond.notify()
+        self._wake_locked(1)
 
     def stuck_locked(self, wait: LeaseWait, limit_s: float) -> bool:
         """Whether every server has been full, with no progress, for `limit_s`."""
@@ -159,8 +173,8 @@ class LeaseWaiters:
         return got
 
     async def until(self, attempt: Callable[[], _T | None]) -> _T:
-        """`attempt()` (under the condition) until it gives something, awaiting a
-        future `notify_locked` completes between tries."""
+        """`attempt()` (under the condition) until it gives something, awaiting its
+        turn in line between tries."""
         loop = asyncio.get_running_loop()
         while True:
             changed = loop.create_future()
@@ -168,12 +182,34 @@ class LeaseWaiters:
                 got = attempt()
                 if got is not None:
                     return got
-                self._futures.add((loop, changed))
+                poll_s = QUEUE_POLL_S if self._queue else WAIT_POLL_S
+                self._queue[changed] = loop
+            timer = loop.call_later(poll_s, _complete, changed)
+            woken = False
             try:
-                await asyncio.wait([changed], timeout=WAIT_POLL_S)
+                await changed
+                woken = True
             finally:
+                timer.cancel()
                 with self._cond:
-                    self._futures.discard((loop, changed))
+                    if self._queue.pop(changed, None) is None and not woken:
+                        self._wake_locked(1)  # woken, then cancelled: pass it on
+
+    def _wake_locked(self, count: int) -> None:
+        """Complete the futures of the `count` coroutines first in line."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        while count > 0 and self._queue:
+            changed, loop = next(iter(self._queue.items()))
+            del self._queue[changed]
+            count -= 1
+            if loop is running:
+                loop.call_soon(_complete, changed)
+                continue
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_complete, changed)
 
 
 class LeaseDeskBase(ABC):
@@ -233,7 +269,8 @@ class LeaseDeskBase(ABC):
         """The leased session was accepted (a limit learned too low is raised)."""
         with self._cond:
             if self._book.confirm(lease_id):
-                self._waiters.notify_locked()
+                # One more session accepted: one trial seat, or a limit one higher.
+                self._waiters.notify_locked(1)
 
     def release(self, lease_id: str, lost: bool = False) -> None:
         """The rollout is done with its session; `lost`: its server failed it."""
@@ -242,7 +279,7 @@ class LeaseDeskBase(ABC):
             return
         with self._cond:
             if self._book.drop(lease_id) is not None:
-                self._waiters.progress_locked()
+                self._waiters.seat_freed_locked()
 
     def leases_held(self) -> int:
         """Leases not yet handed back, for logs and tests."""
@@ -272,6 +309,7 @@ def _complete(changed: asyncio.Future) -> None:
 
 
 __all__ = [
+    "QUEUE_POLL_S",
     "WAIT_POLL_S",
     "Lease",
     "LeaseBook",

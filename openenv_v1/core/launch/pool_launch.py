@@ -5,22 +5,38 @@ tied to: a pool's process killed outright still takes them with it. Each launch 
 waits for `/health` on a thread of its own and records, under the pool's lock, that
 it came up, failed (`PoolServers.launch_failed`: the waiting leases' failure, or the
 server's own loss), or was cancelled by the pool's close; the waiting leases wake.
+
+Servers whose start runs on this host's CPU (a launcher's `starts_here`: UV, which
+imports the env's app, 1.5-2.5 s of CPU each) start `STARTS_AT_ONCE` at a time, the
+rest of a wave queued: 31 started at once on 2 cores took the CPU from the eval for
+the whole wave (each process its equal share), and none was up before all were.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.lease_book import LeaseWaiters
 from openenv_v1.core.launch.plan import LaunchPlan, launch_failure, launch_plan
-from openenv_v1.core.launch.pool_servers import PooledServer, PoolServers, group_rss
+from openenv_v1.core.launch.pool_servers import (
+    PROBE_WINDOW,
+    PooledServer,
+    PoolServers,
+    group_rss,
+)
+
+STARTS_AT_ONCE = max(2, os.cpu_count() or 2)
+"""Servers of a pool starting at once on this host's CPU (the module docstring)."""
+_SLOT_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,7 @@ class ServerLaunches:
         self._pool = pool
         self._log = log
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
+        self._start_slots = threading.Semaphore(STARTS_AT_ONCE)
 
     def launch_locked(self) -> LaunchPlan:
         """Launch one more server in the background (lock held); returns its plan."""
@@ -70,6 +87,19 @@ class ServerLaunches:
         self._owner.shutdown(wait=False)
 
     def _bring_up(self, server: PooledServer, start_args: Mapping[str, Any]) -> None:
+        """Once it has a start slot (if it starts here), the server's launch: up or
+        failed, recorded before the slot goes to the next."""
+        here = getattr(server.provider, "starts_here", False)
+        if here and not self._take_start_slot():
+            self._failed(server, EnvFailure("the pool closed before it started"))
+            return
+        try:
+            self._launch(server, start_args)
+        finally:
+            if here:
+                self._start_slots.release()
+
+    def _launch(self, server: PooledServer, start_args: Mapping[str, Any]) -> None:
         """Fork the server from the owner thread, then wait for `/health` here."""
         try:
             self._on_owner(lambda: server.provider.start(**start_args))
@@ -80,7 +110,8 @@ class ServerLaunches:
         rss = group_rss(server.provider)
         with self._pool.cond:
             self._pool.servers.came_up(server, url, rss)
-            self._pool.waiters.notify_locked()
+            # Its room: its limit, or the sessions it takes on trial while unknown.
+            self._pool.waiters.notify_locked(server.capacity or PROBE_WINDOW)
         choice = server.provider.app_choice
         self._log.info(
             "shared env server for %s up at %s, serving app %s (%s)",
@@ -89,6 +120,17 @@ class ServerLaunches:
             choice.app if choice else "?",
             choice.source if choice else "?",
         )
+
+    def _take_start_slot(self) -> bool:
+        """Wait for one of the `STARTS_AT_ONCE` start slots; False if the pool
+        closed first."""
+        while not self._start_slots.acquire(timeout=_SLOT_POLL_S):
+            if self._pool.closed.is_set():
+                return False
+        if self._pool.closed.is_set():
+            self._start_slots.release()
+            return False
+        return True
 
     def _failed(self, server: PooledServer, error: Exception) -> None:
         """`server` did not come up: stop what it started, record why, say so."""
@@ -112,4 +154,4 @@ class ServerLaunches:
         return self._owner.submit(fn).result()
 
 
-__all__ = ["PoolState", "ServerLaunches"]
+__all__ = ["STARTS_AT_ONCE", "PoolState", "ServerLaunches"]

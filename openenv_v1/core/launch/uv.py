@@ -100,6 +100,9 @@ class SupervisedUVProvider(RuntimeProvider):
     to it); `run_on_owner` runs a relaunch on that thread. `stop()` ends the process
     group, and no launch follows it."""
 
+    starts_here = True
+    """Its start runs on this host's CPU (`pool_launch.STARTS_AT_ONCE`)."""
+
     def __init__(
         self,
         *,
