@@ -2,9 +2,8 @@
 
 A child this package starts leads a session of its own, so signalling its group
 reaches whatever it spawned, and may get SIGTERM when the thread that started it
-dies (`die_with_owner`). `start_group` starts one; `stop_group` ends any `Child` (a
-`subprocess.Popen`, or `vf02.simulator.prefork.Forked`): a stop signal, a grace,
-then SIGKILL to the group. `/proc` is read only here (the Docker reaper, a
+dies (`die_with_owner`). `start_group` starts one; `stop_group` ends it: a stop
+signal, a grace, then SIGKILL to the group. `/proc` is read only here (the Docker reaper, a
 stdlib-only script, reads its own).
 
     child = start_group(["uv", "run", ...], stdout=log, cwd=project)
@@ -34,7 +33,6 @@ __all__ = [
     "signal_group",
     "start_group",
     "stop_group",
-    "thread_count",
 ]
 
 _PR_SET_PDEATHSIG = 1
@@ -58,7 +56,7 @@ def signal_group(pgid: int, sig: int) -> None:
 
 
 class Child(Protocol):
-    """What `stop_group` uses of a child (a `subprocess.Popen`, or a forked one's)."""
+    """What `stop_group` uses of a child (a `subprocess.Popen`)."""
 
     @property
     def pid(self) -> int: ...
@@ -165,14 +163,6 @@ def process_running(pid: int) -> bool:
         except PermissionError:
             return True
         return True
-
-
-def thread_count() -> int | None:
-    """This process's threads, native ones included; None without `/proc`."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return None
 
 
 def available_memory() -> int | None:
