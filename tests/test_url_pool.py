@@ -11,14 +11,21 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
-from openenv_v1.core import EnvTarget
+from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.leases import PoolClient
 from openenv_v1.core.launch.target import open_env
 from openenv_v1.core.launch.url_pool import UrlPool
-from tests.servers import WORDLE_APP, free_port, uvicorn_server, wait_until
+from tests.servers import (
+    TEST_ENVS,
+    WORDLE_APP,
+    free_port,
+    uvicorn_server,
+    wait_until,
+)
 
 
 class _Health(http.server.BaseHTTPRequestHandler):
@@ -255,3 +262,39 @@ async def test_a_real_servers_capacity_reached_sends_the_session_to_another():
                 assert desk.capacities() == {one: 1, roomy: None}
         finally:
             desk.close()
+
+
+async def test_the_episodes_after_the_first_on_a_server_take_its_contract_from_it():
+    """Six episodes over two running servers, in one process: each server's
+    `/schema` is read by the first episode on it only, and every episode plays on
+    the same checked contract; a server released as lost is forgotten."""
+    with contextlib.ExitStack() as servers:
+        urls = [
+            servers.enter_context(
+                uvicorn_server("counted_wordle:app", app_dir=TEST_ENVS)
+            )
+            for _ in range(2)
+        ]
+        desk = UrlPool(urls)
+        leases = desk.local()
+        target = EnvTarget(base_urls=urls, pool=leases)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                episodes = [
+                    await open_episode(target, EpisodeLimits(), stack) for _ in range(6)
+                ]
+                for episode in episodes:
+                    await episode.reset({"word": "crane"})
+                    await episode.act("[crane]")
+            reads = [httpx.get(f"{url}/test/schema_reads").json() for url in urls]
+            sessions = [httpx.get(f"{url}/test/sessions").json() for url in urls]
+            assert leases.contracts is not None
+            lease, lost = await leases.lease(rejected=None, unreachable=None)
+            await leases.release(lease, lost=True)
+        finally:
+            desk.close()
+    assert (reads, sessions) == ([1, 1], [3, 3])
+    assert all(e.report.reward == 1.0 and e.report.done for e in episodes)
+    assert len({id(e.spec) for e in episodes}) == 2  # one contract a server
+    assert leases.contracts.get(lost) is None
+    assert leases.contracts.get(next(u for u in urls if u != lost)) is not None

@@ -1,7 +1,8 @@
 """The local Wordle env, counting the sessions opened on it, for tests of evals
 spread over several servers: `GET /test/sessions` answers how many WebSocket
-sessions (`/ws`) were opened on this server so far, `GET /test/pid` its process id
-(a test kills it)."""
+sessions (`/ws`) were opened on this server so far, `GET /test/schema_reads` how
+many times its `/schema` was read, `GET /test/pid` its process id (a test kills
+it)."""
 
 import os
 from typing import Any
@@ -9,11 +10,16 @@ from typing import Any
 from wordle_env.server.app import app as wordle_app
 
 _opened = 0
+_schema_reads = 0
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    global _opened
-    answers = {"/test/sessions": _opened, "/test/pid": os.getpid()}
+    global _opened, _schema_reads
+    answers = {
+        "/test/sessions": _opened,
+        "/test/schema_reads": _schema_reads,
+        "/test/pid": os.getpid(),
+    }
     if scope["type"] == "http" and scope["path"] in answers:
         await send(
             {
@@ -28,4 +34,6 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     if scope["type"] == "websocket" and scope["path"] == "/ws":
         _opened += 1
+    if scope["type"] == "http" and scope["path"] == "/schema":
+        _schema_reads += 1
     await wordle_app(scope, receive, send)

@@ -452,7 +452,11 @@ async def _open_contract(
                 client,
                 base_url,
                 await fetch_action_spec(
-                    client, base_url, timeout_s, target.connect_timeout_s
+                    client,
+                    base_url,
+                    timeout_s,
+                    target.connect_timeout_s,
+                    session.contracts,
                 ),
             )
         except EnvFailure as e:

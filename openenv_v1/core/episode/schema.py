@@ -15,7 +15,7 @@ import functools
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from websockets.exceptions import ConnectionClosed
@@ -45,6 +45,14 @@ MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 
 ACT_TOOL = "act"
 """The one tool of a non-MCP env in native tool calling: its arguments are the action."""
+
+
+class KnownContracts(Protocol):
+    """Servers' contracts kept by URL (`leases.ServerContracts`)."""
+
+    def get(self, url: str) -> Any | None: ...
+
+    def put(self, url: str, contract: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -156,11 +164,21 @@ def is_mcp_action(schema: dict[str, Any]) -> bool:
 
 
 async def fetch_action_spec(
-    client: Any, base_url: str, timeout_s: float = 10.0, connect_timeout_s: float = 10.0
+    client: Any,
+    base_url: str,
+    timeout_s: float = 10.0,
+    connect_timeout_s: float = 10.0,
+    known: KnownContracts | None = None,
 ) -> ActionSpec:
     """Read the server's action contract; each request gets `timeout_s`, and its
     connection at most `connect_timeout_s` (one not made in time raises
-    `httpx.ConnectTimeout` as the cause: a server lost, not a slow one)."""
+    `httpx.ConnectTimeout` as the cause: a server lost, not a slow one). With
+    `known`, a plain env's checked contract is taken from it when it holds
+    `base_url`'s, and put there when read; an MCP env's tools are listed on every
+    session."""
+    spec = known.get(base_url) if known is not None else None
+    if isinstance(spec, ActionSpec):
+        return spec
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, connect_timeout_s))
     async with async_client(timeout) as http:
         try:
@@ -172,7 +190,10 @@ async def fetch_action_spec(
             ) from e
         check_schema(action, f"the action schema at {base_url}/schema")
         if not is_mcp_action(action):
-            return ActionSpec(schema=action)
+            spec = ActionSpec(schema=action)
+            if known is not None:
+                known.put(base_url, spec)
+            return spec
         tools = await _list_tools(client, http, base_url, timeout_s)
     return ActionSpec(schema=CALL_TOOL_SCHEMA, tools=tools)
 

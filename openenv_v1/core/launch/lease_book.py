@@ -223,6 +223,7 @@ class LeaseDeskBase(ABC):
         self._book = LeaseBook(log)
         self._waiters = LeaseWaiters(self._cond)
         self._waiting = 0  # lease requests waiting for room
+        self._local: LocalLeases | None = None
 
     def serve_http(self) -> str:
         """Serve leases to the eval's other processes (`local_http`); returns the
@@ -236,9 +237,12 @@ class LeaseDeskBase(ABC):
         return self._http.address
 
     def local(self) -> LocalLeases:
-        """Leases for rollouts in this process: no socket, no thread per wait."""
+        """Leases for rollouts in this process: no socket, no thread per wait; the
+        same face each time (its `contracts` are the process's)."""
         self._open()
-        return LocalLeases(self)
+        if self._local is None:
+            self._local = LocalLeases(self)
+        return self._local
 
     def _open(self) -> None:
         """Before a lease face opens (a `ServerPool` launches its first server)."""
