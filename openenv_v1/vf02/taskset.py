@@ -61,7 +61,7 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     slots: SimulatorSlots | None = None
     """The taskset's bound on simulators alive and starting (None: no bound)."""
     forks: SimulatorForks | None = None
-    """The taskset's simulator fork server, started by the first rollout."""
+    """The taskset's simulator fork server, launched as the taskset is built."""
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Before the harness's own setup and the simulator's launch: prepare
