@@ -66,7 +66,7 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Before the harness's own setup and the simulator's launch: prepare
         verifiers' `null` harness for tools (`openenv_v1.vf02.null_harness`), wait
-        for a simulator slot, start the fork server (once)."""
+        for a simulator slot, wait until the fork server listens."""
         if self.data.tool_calls == "native":
             await prepare_null_harness(trace.agent.harness, runtime)
         if self.slots is not None:
