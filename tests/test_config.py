@@ -1,5 +1,6 @@
 """Configuration rules: what is required, what wins, what is forced, and the errors."""
 
+import contextlib
 import os
 
 import pytest
@@ -26,8 +27,8 @@ def test_tasks_one_per_reset_named_by_source_with_no_prompt():
     config = OpenEnvConfig(
         env="org/env", resets=[{"seed": 1}, {"seed": 2}, {}], shared_servers=False
     )
-    tasks = OpenEnvTaskset(config).load()
-    tasks = list(tasks)
+    with contextlib.closing(OpenEnvTaskset(config)) as taskset:
+        tasks = list(taskset.load())
     assert [t.data.name for t in tasks] == ["org/env#0", "org/env#1", "org/env#2"]
     assert [t.data.reset for t in tasks] == [{"seed": 1}, {"seed": 2}, {}]
     assert all(t.data.prompt is None for t in tasks)
@@ -36,7 +37,8 @@ def test_tasks_one_per_reset_named_by_source_with_no_prompt():
 
 def test_default_is_one_empty_reset():
     config = OpenEnvConfig(env="org/env", shared_servers=False)
-    tasks = list(OpenEnvTaskset(config).load())
+    with contextlib.closing(OpenEnvTaskset(config)) as taskset:
+        tasks = list(taskset.load())
     assert len(tasks) == 1 and tasks[0].data.reset == {}
 
 
@@ -47,7 +49,8 @@ def test_empty_resets_rejected():
 
 def test_base_url_wins_over_inherited_env_and_provider_settings():
     config = OpenEnvWordleConfig(base_url="http://127.0.0.1:9999")
-    (task, *_) = OpenEnvWordleTaskset(config).load()
+    with contextlib.closing(OpenEnvWordleTaskset(config)) as taskset:
+        (task, *_) = taskset.load()
     assert task.data.base_url == "http://127.0.0.1:9999"
     assert task.data.env is None and task.data.use_docker is False
     assert task.data.name == "http://127.0.0.1:9999#0"
@@ -154,7 +157,8 @@ def test_servers_are_shared_only_for_uv_launches_with_a_local_user():
 
 def test_base_url_taskset_starts_no_pool():
     config = OpenEnvWordleConfig(base_url="http://127.0.0.1:9999")
-    assert OpenEnvWordleTaskset(config).pool is None
+    with contextlib.closing(OpenEnvWordleTaskset(config)) as taskset:
+        assert taskset.pool is None
 
 
 def test_forward_env_names_a_missing_variable(monkeypatch):
@@ -175,7 +179,8 @@ def test_forwarded_values_reach_only_the_rollouts_config(monkeypatch):
         shared_servers=False,
         task={"user": {"forward_env": ["MY_SERVICE_API_KEY"]}},
     )
-    (task,) = OpenEnvTaskset(config).load()
+    with contextlib.closing(OpenEnvTaskset(config)) as taskset:
+        (task,) = taskset.load()
     user = task.user_server().config
     assert user.secret_env == {"MY_SERVICE_API_KEY": "sk-value-never-saved"}
     assert "sk-value-never-saved" not in repr(user)

@@ -211,12 +211,14 @@ def test_declared_credentials_missing_from_forward_env_fail_naming_them(
     user["forward_env"] = ["TASKS_TOKEN"]
     config = OpenEnvConfig(env="local/tasks", task={"user": user}, shared_servers=False)
     # Declared and forwarded: it builds, with the manifest's budget and range.
-    settings = OpenEnvTaskset(config)._task_config.user
+    with contextlib.closing(OpenEnvTaskset(config)) as taskset:
+        settings = taskset._task_config.user
     assert settings.episode_timeout_s == 300.0
     assert settings.reward_range == (0.0, 1.0)
     user["episode_timeout_s"] = 20.0
     config = OpenEnvConfig(env="local/tasks", task={"user": user}, shared_servers=False)
-    assert OpenEnvTaskset(config)._task_config.user.episode_timeout_s == 20.0
+    with contextlib.closing(OpenEnvTaskset(config)) as taskset:
+        assert taskset._task_config.user.episode_timeout_s == 20.0
 
 
 async def test_a_spent_episode_budget_ends_the_episode_naming_it(tasks_url):

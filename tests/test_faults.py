@@ -255,7 +255,7 @@ def test_unknown_reset_kwargs_are_warned_in_the_run_log_when_the_taskset_is_buil
     log_file = tmp_path / "eval.log"
     setup_logging("INFO", log_file=str(log_file), console=False)
     try:
-        OpenEnvTaskset(
+        taskset = OpenEnvTaskset(
             OpenEnvConfig(
                 env="local/faulty",
                 resets=[{"difficulty": "hard", "level": 3}, {"level": 4}, {}],
@@ -270,6 +270,7 @@ def test_unknown_reset_kwargs_are_warned_in_the_run_log_when_the_taskset_is_buil
                 },
             )
         )
+        taskset.close()
     finally:
         loguru_logger.remove()
         for lg, handlers, level, propagate in saved:

@@ -312,12 +312,15 @@ def test_the_taskset_declares_one_tool_server_for_the_eval_in_native_mode():
     from openenv_v1.vf02.tools import OpenEnvTools
 
     url = "http://127.0.0.1:9"  # never reached: nothing is launched or connected
-    native = OpenEnvTaskset(OpenEnvConfig(base_url=url, tool_calls="native"))
-    (server,) = native.tool_servers()
-    assert isinstance(server, OpenEnvTools) and server.server_name == ""
-    (task,) = native.load()
-    assert task.tool_servers() == []  # nothing launched per rollout
-    assert OpenEnvTaskset(OpenEnvConfig(base_url=url)).tool_servers() == []
+    with contextlib.closing(
+        OpenEnvTaskset(OpenEnvConfig(base_url=url, tool_calls="native"))
+    ) as native:
+        (server,) = native.tool_servers()
+        assert isinstance(server, OpenEnvTools) and server.server_name == ""
+        (task,) = native.load()
+        assert task.tool_servers() == []  # nothing launched per rollout
+    with contextlib.closing(OpenEnvTaskset(OpenEnvConfig(base_url=url))) as text:
+        assert text.tool_servers() == []
 
 
 def test_native_refuses_a_user_simulator_off_this_host():

@@ -1,6 +1,7 @@
 """The `provider` setting: its values on both lines and in `check`, how it agrees with
 `use_docker` and `base_url`, and the launcher each value dispatches to."""
 
+import contextlib
 import sys
 import types
 from typing import get_args
@@ -173,6 +174,7 @@ def test_the_provider_reaches_every_task_and_shares_servers_like_uv(monkeypatch)
     assert config.use_docker is False
     # The user simulator stays where it is for UV (no Prime VM as for Docker).
     assert config.task.user == OpenEnvConfig(env="org/env").task.user
-    tasks = list(OpenEnvTaskset(config).load())
+    with contextlib.closing(OpenEnvTaskset(config)) as taskset:
+        tasks = list(taskset.load())
     assert [t.data.provider for t in tasks] == ["swarm", "swarm"]
     assert OpenEnvConfig(env="org/env", provider="swarm").shares_servers()

@@ -62,6 +62,28 @@ async def test_the_simulators_connections_do_without_nagle():
     assert await _accepted_nodelay(listener)
 
 
+async def test_a_probe_before_the_server_serves_waits_instead_of_being_refused():
+    """verifiers' readiness probe, refused, sleeps a second before it asks again;
+    once the simulator's setup has begun, it is queued and answered as soon as the
+    server serves."""
+    listener = _bound_as_verifiers_binds()
+    port = listener.getsockname()[1]
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    await OpenEnvUser(OpenEnvUserConfig()).setup()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"ping\n")  # before anything serves: it waits in the backlog
+
+    async def echo(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(await r.readline())
+        await w.drain()
+        w.close()
+
+    async with await asyncio.start_server(echo, sock=listener):
+        assert await asyncio.wait_for(reader.readline(), 10) == b"ping\n"
+    writer.close()
+
+
 def test_listeners_only_are_changed():
     listener = _bound_as_verifiers_binds()
     peer = socket.create_server(("127.0.0.1", 0))

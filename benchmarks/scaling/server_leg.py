@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -99,10 +100,8 @@ def trainer(address: str, policy_url: str, level: int, taskset: str, out: str) -
 
     from openenv_v1 import OpenEnvConfig, OpenEnvTaskset
 
-    tasks = [
-        t.data.model_dump(mode="json")
-        for t in OpenEnvTaskset(OpenEnvConfig(**json.loads(taskset))).load()
-    ]
+    with contextlib.closing(OpenEnvTaskset(OpenEnvConfig(**json.loads(taskset)))) as ts:
+        tasks = [t.data.model_dump(mode="json") for t in ts.load()]
 
     async def main() -> float:
         client = EnvClient(address)

@@ -61,12 +61,12 @@ class OpenEnvTask(vf.Task[OpenEnvData, OpenEnvState, OpenEnvTaskConfig]):
     slots: SimulatorSlots | None = None
     """The taskset's bound on simulators alive and starting (None: no bound)."""
     forks: SimulatorForks | None = None
-    """The taskset's simulator fork server, started by the first rollout."""
+    """The taskset's simulator fork server, launched as the taskset is built."""
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         """Before the harness's own setup and the simulator's launch: prepare
         verifiers' `null` harness for tools (`openenv_v1.vf02.null_harness`), wait
-        for a simulator slot, start the fork server (once)."""
+        for a simulator slot, wait until the fork server listens."""
         if self.data.tool_calls == "native":
             await prepare_null_harness(trace.agent.harness, runtime)
         if self.slots is not None:
@@ -170,24 +170,31 @@ def _is_object(arguments: str) -> bool:
 
 
 class OpenEnvTaskset(vf.Taskset[OpenEnvTask, OpenEnvConfig]):
-    """One task per reset. Building it settles this process for the eval, builds its
-    `TasksetCore`, starts the shared servers' pool (when `config.leases_servers()`,
-    so the first env server comes up while verifiers is still starting; stopped by
-    `close()` or at exit) and picks its simulator fork server's socket."""
+    """One task per reset. Building it settles this process for the eval, launches
+    its simulator fork server (first: it imports for seconds, while the rest is
+    built and verifiers starts), builds its `TasksetCore`, and starts the shared
+    servers' pool (when `config.leases_servers()`), whose first env server comes up
+    meanwhile too. Both are stopped by `close()`, at exit, or when building fails."""
 
     def __init__(self, config: OpenEnvConfig) -> None:
         super().__init__(config)
         prepare_eval_process(config.task.user.server_home)
-        share_tls_context()  # verifiers opens an MCP client per user turn
-        self.core = TasksetCore.build(config, config.task.user)
         self.forks: SimulatorForks | None = None
+        self.pool: ServerPool | UrlPool | None = None
         if config.fork_simulators and config.forks_simulators_here():
             self.forks = SimulatorForks.reserve()
-        self.pool: ServerPool | UrlPool | None = (
-            self.core.start_pool() if config.leases_servers() else None
-        )
-        self.slots = self._simulator_slots()
-        self._task_config = config.task.model_copy(update={"user": self._user_config()})
+            self.forks.launch()
+        try:
+            self.core = TasksetCore.build(config, config.task.user)
+            if config.leases_servers():
+                self.pool = self.core.start_pool()
+            self.slots = self._simulator_slots()
+            user = self._user_config()  # launches the pool's first server
+            self._task_config = config.task.model_copy(update={"user": user})
+        except BaseException:
+            self.close()
+            raise
+        share_tls_context()  # verifiers opens an MCP client per user turn
 
     def _user_config(self) -> OpenEnvUserConfig:
         """What each rollout's user simulator is given: the episode settings with the

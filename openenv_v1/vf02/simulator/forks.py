@@ -19,8 +19,9 @@ the same user, cannot read their state channel secrets. Linux only (fork, passin
 file descriptors); elsewhere simulators start as before.
 
     forks = SimulatorForks.reserve()        # the taskset: a socket path
+    forks.launch()                          # ... and the server, importing meanwhile
     user = user.model_copy(update={"simulator_forks": forks.socket_path})
-    await forks.started()                   # each rollout's setup (starts it once)
+    await forks.started()                   # each rollout's setup: until it listens
     forks.close()
 """
 
@@ -80,7 +81,8 @@ def send(conn: socket.socket, message: dict[str, Any]) -> None:
 class SimulatorForks:
     """The fork server of one process that runs rollouts, and its socket. The
     socket's path is chosen when the taskset is built (it goes into every
-    simulator's config); the server starts with the first rollout."""
+    simulator's config), and the server is launched then too (`launch()`); each
+    rollout waits until it listens (`started()`)."""
 
     socket_path: str
     _dir: str = field(repr=False)
@@ -88,6 +90,8 @@ class SimulatorForks:
     """What a launcher must bring (the simulators' config carries it)."""
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _listening: bool = field(default=False, repr=False)
+    """Whether `ensure_started()` has seen the socket (or given up on it)."""
 
     @classmethod
     def reserve(cls) -> SimulatorForks:
@@ -108,19 +112,19 @@ class SimulatorForks:
         return forks
 
     async def started(self) -> None:
-        """`ensure_started()` from a rollout's setup, off the event loop the first
-        time (a no-op afterwards). Marks this process as the owner of the
+        """`ensure_started()` from a rollout's setup, off the event loop until the
+        server listens (a no-op afterwards). Marks this process as the owner of the
         launchers it starts from here on (`OWNER_VAR`)."""
         os.environ[OWNER_VAR] = str(os.getpid())
-        if self._proc is None:
+        if not self._listening:
             await asyncio.to_thread(self.ensure_started)
 
-    def ensure_started(self) -> None:
-        """Start the fork server (once) and wait until it listens (at most
-        `BIND_TIMEOUT_S`; it imports while launchers queue on its socket). The token
-        goes on its standard input, the environment `without_credentials`; its
-        session holds its forks. Stopped by `close()`, at exit, or when this process
-        dies."""
+    def launch(self) -> None:
+        """Start the fork server (once) and return at once: it imports while this
+        process goes on (the taskset launches it as it is built, so the imports
+        overlap the eval's own start-up). The token goes on its standard input, the
+        environment `without_credentials`; its session holds its forks. Stopped by
+        `close()`, at exit, or when this process dies."""
         with self._lock:
             if self._proc is not None:
                 return
@@ -137,13 +141,24 @@ class SimulatorForks:
             with contextlib.suppress(OSError):
                 proc.stdin.write(self.token.encode() + b"\n")
                 proc.stdin.close()
+            self._proc = proc
+
+    def ensure_started(self) -> None:
+        """`launch()`, then wait until the server listens (at most
+        `BIND_TIMEOUT_S`; it binds before it imports, and launchers queue on its
+        socket meanwhile)."""
+        self.launch()
+        with self._lock:
+            if self._listening:
+                return
             # A launcher that finds no socket at all starts its simulator itself.
+            assert self._proc is not None
             deadline = time.monotonic() + BIND_TIMEOUT_S
-            while not os.path.exists(self.socket_path) and proc.poll() is None:
+            while not os.path.exists(self.socket_path) and self._proc.poll() is None:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.01)
-            self._proc = proc
+            self._listening = True
 
     def close(self) -> None:
         """Stop the fork server and every fork still running; remove the socket."""

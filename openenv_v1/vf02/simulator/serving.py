@@ -14,6 +14,14 @@ validate the result), so most turns paid that 40 ms once, on a turn of a few ms.
 sockets (its listeners) before the server serves; Linux copies the option to every
 connection a listener accepts.
 
+It also has them listen at once. verifiers binds the socket and reports its port
+before the simulator's setup (`setup_task`: the lease, the env session, the reset)
+and listens only once that is done; meanwhile its readiness probe (a `python3`
+that GETs `/mcp`, its own timeout 2 s) is refused and sleeps a whole second before
+each retry, so a simulator ready just after a refusal waited up to a second more,
+half a second a rollout on average. Listening, the probe's request waits in the
+backlog and is answered as soon as the server serves.
+
 The server is mcp's FastMCP in stateless mode, which builds a session per request
 (four a turn: initialize, its notification, the `respond` call, `tools/list`), and
 for each it also:
@@ -55,12 +63,15 @@ if TYPE_CHECKING:
 __all__ = ["no_delay_listeners", "pin_version", "quiet_request_logs", "unstructured"]
 
 _FDS = "/proc/self/fd"
+LISTEN_BACKLOG = 2048
+"""uvicorn's own backlog, which it sets again as it serves."""
 
 
 def no_delay_listeners() -> int:
     """Turn Nagle off on this process's TCP listeners (bound, not connected), so
-    their accepted connections start without it; returns how many. A no-op (0)
-    where the process's descriptors cannot be listed (not Linux)."""
+    their accepted connections start without it, and have them listen now (the
+    module docstring says why); returns how many. A no-op (0) where the process's
+    descriptors cannot be listed (not Linux)."""
     try:
         fds = [int(name) for name in os.listdir(_FDS)]
     except OSError:
@@ -74,6 +85,9 @@ def no_delay_listeners() -> int:
         with sock:
             if _is_tcp_listener(sock):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                    with contextlib.suppress(OSError):  # e.g. a client connecting
+                        sock.listen(LISTEN_BACKLOG)
                 count += 1
     return count
 
