@@ -14,7 +14,10 @@ Legs:
 - `vf04`: `vf-eval openenv-v1` (verifiers 0.4, the package's chat harness);
 - `vf04-builtin`: verifiers 0.4's built-in `openenv` taskset (`null` harness on the
   local runtime), with `benchmarks/vf04_builtin_shim` (it reads an attribute
-  openenv-core 0.3.0 does not have).
+  openenv-core 0.3.0 does not have);
+- `floor`: verifiers 0.2 with the package's harness and a user simulator that has no
+  env at all (`benchmarks/openenv_v1_floor.py`, served as ours is): its time between
+  model calls is verifiers' own hop to a user simulator, which `ours` pays too.
 
 For each: episodes solved (reward >= 1), episodes that ended with an error, model
 turns, invalid actions per turn (ours: replies the adapter refused and answered
@@ -28,7 +31,9 @@ the env's steps answered in between (`info.openenv_timing.step_end` and `step_s`
 per turn, beside the model's own time per turn and as a ratio of it. It holds all
 that is neither the model nor the env: the reply read as an action, the next turn
 rendered, and the framework's own hops (on 0.2 verifiers' MCP call to the user
-simulator and back; docs/real-models.md says where that time goes). The header gives
+simulator and back; docs/real-models.md says where that time goes). With the `floor`
+leg in the run, `ours` also gets the part beyond that hop: its time between calls less
+the floor's, per turn and as a share of the model's time. The header gives
 the load average before and after the legs: wall figures move with it. The 0.4 legs run
 in a second environment of this project (`.venv-vf04`, synced from `uv.lock` with
 `--extra vf04` when missing).
@@ -54,6 +59,7 @@ from tests.real_llm import MODEL_NAME, installed, llama_server  # noqa: E402
 WORDLE_PROJECT = ROOT / "envs" / "wordle"
 WORDLE_APP = "wordle_env.server.app:app"
 VF04_VENV = ROOT / ".venv-vf04"
+FLOOR = "openenv-v1-floor"
 
 
 @dataclass
@@ -89,13 +95,16 @@ class Leg:
         )
 
 
-def between_turns(trace: dict) -> tuple[float, int] | None:
+def between_turns(trace: dict, no_env: bool = False) -> tuple[float, int] | None:
     """The adapter's time between the model calls of one trace, summed, and how many
     gaps it covers: each gap from a call's end to the next call's start, less the
     env steps answered inside it (`openenv_timing`: `step_end`, the wall time each
-    step's answer arrived, and `step_s`, how long it took). None without timings."""
+    step's answer arrived, and `step_s`, how long it took). None without timings,
+    unless `no_env` (the floor: no steps to take out)."""
     timing = (trace.get("info") or {}).get("openenv_timing") or {}
     ends, durations = timing.get("step_end"), timing.get("step_s")
+    if no_env:
+        ends, durations = [], []
     if ends is None or durations is None:
         return None
     spans = [c.get("time") or {} for c in trace.get("calls") or ()]
@@ -114,6 +123,8 @@ def between_turns(trace: dict) -> tuple[float, int] | None:
 
 
 def config_text(taskset: str, seeds: list[int], vf04: bool) -> str:
+    if taskset == FLOOR:
+        return f'[taskset]\nid = "{FLOOR}"\nepisodes = {len(seeds)}\n'
     resets = ", ".join(f"{{ seed = {s} }}" for s in seeds)
     section = "env.taskset" if vf04 else "taskset"
     kwargs = (
@@ -128,10 +139,10 @@ def config_text(taskset: str, seeds: list[int], vf04: bool) -> str:
 def run_leg(name: str, url: str, seeds: list[int], max_turns: int) -> Leg:
     vf04 = name.startswith("vf04")
     builtin = name in ("upstream", "vf04-builtin")
+    floor = name == "floor"
+    taskset = "openenv" if builtin else FLOOR if floor else "openenv-v1"
     cwd = Path(tempfile.mkdtemp(prefix=f"openenv-v1-real-{name}-"))
-    (cwd / "eval.toml").write_text(
-        config_text("openenv" if builtin else "openenv-v1", seeds, vf04)
-    )
+    (cwd / "eval.toml").write_text(config_text(taskset, seeds, vf04))
     env = {**os.environ, "LOCAL_POLICY_KEY": "local"}
     model = ["-m", MODEL_NAME, "--client.base-url", url]
     model += ["--client.api-key-var", "LOCAL_POLICY_KEY", "-c", "1", "--no-push"]
@@ -150,6 +161,10 @@ def run_leg(name: str, url: str, seeds: list[int], max_turns: int) -> Leg:
         cmd += ["--max-turns", str(max_turns), "--no-rich"]
         if builtin:
             cmd += ["--harness.id", "null"]
+        elif floor:
+            # Played by the package's harness, as `ours` is (its id has none).
+            cmd += ["--harness.id", "openenv-v1"]
+            env["PYTHONPATH"] = str(ROOT / "benchmarks")
         else:
             cmd += ["--taskset.task.user.max-invalid-actions", str(max_turns + 1)]
     started = time.monotonic()
@@ -157,7 +172,7 @@ def run_leg(name: str, url: str, seeds: list[int], max_turns: int) -> Leg:
     leg = Leg(name, wall_s=time.monotonic() - started)
     if proc.returncode != 0:
         print(f"{name}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
-    leg.invalid = None if builtin else 0
+    leg.invalid = None if builtin or floor else 0
     for trace in read_traces(cwd, vf04):
         leg.episodes += 1
         leg.errored += bool(trace["errors"])
@@ -173,7 +188,8 @@ def run_leg(name: str, url: str, seeds: list[int], max_turns: int) -> Leg:
             span = call.get("time") or {}
             if span.get("end") and span.get("start"):
                 leg.model_s += span["end"] - span["start"]
-        if not builtin and (between := between_turns(trace)) is not None:
+        between = between_turns(trace, no_env=floor)
+        if not builtin and between is not None:
             leg.between_s = (leg.between_s or 0.0) + between[0]
             leg.gaps += between[1]
     return leg
@@ -194,7 +210,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=4)
     parser.add_argument("--max-turns", type=int, default=6)
-    parser.add_argument("--only", default="ours,upstream,vf04,vf04-builtin")
+    parser.add_argument("--only", default="ours,floor,upstream,vf04,vf04-builtin")
     parser.add_argument("--threads", type=int, default=1, help="llama-server -t")
     args = parser.parse_args()
     if not installed():
@@ -227,6 +243,19 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for leg in legs:
         print(leg.row())
+    by_name = {leg.name: leg for leg in legs}
+    if {"ours", "floor"} <= by_name.keys():
+        ours, floor = by_name["ours"], by_name["floor"]
+        if ours.gaps and floor.gaps and ours.between_s is not None:
+            hop = (floor.between_s or 0.0) / floor.gaps
+            beyond = ours.between_s / ours.gaps - hop
+            model = ours.model_s / max(1, ours.turns)
+            print(
+                f"\nverifiers 0.2's own hop (floor): {hop * 1000:.1f} ms a turn; "
+                f"ours beyond it: {beyond * 1000:.1f} ms a turn = "
+                f"{beyond / max(model, 1e-9):.2%} of ours' model time a turn "
+                "(two legs run one after the other: compare under the same load)"
+            )
 
 
 def _loads(loads: tuple[float, float, float]) -> str:
