@@ -32,6 +32,8 @@ from openenv_v1.wordle_solver import _words
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
+    listening_port,
+    wordle_forked_servers,
     wordle_uv_servers,
     wordle_uvicorns,
 )
@@ -190,12 +192,21 @@ def server_groups(pool: ServerPool) -> tuple[dict[str, int], list[int]]:
     """The process group of each server up (by URL), and those of servers starting."""
     up = set(pool.servers())
     ports: dict[str, int] = {}
+    forked_unbound: list[int] = []  # a forked server's command line names no port
+    forked = {pid for pid, _ in wordle_forked_servers()}
     for pid, cmd in wordle_uv_servers():
-        if (port := re.search(r"--port (\d+)", cmd)) is not None:
-            with contextlib.suppress(ProcessLookupError):
-                ports[f"http://127.0.0.1:{port[1]}"] = os.getpgid(pid)
+        named = re.search(r"--port (\d+)", cmd)
+        port = int(named[1]) if named else listening_port(pid)
+        with contextlib.suppress(ProcessLookupError):
+            if port is not None:
+                ports[f"http://127.0.0.1:{port}"] = os.getpgid(pid)
+            elif pid in forked:
+                forked_unbound.append(os.getpgid(pid))
     starting = [group for url, group in ports.items() if url not in up]
-    return {url: group for url, group in ports.items() if url in up}, starting
+    return {url: group for url, group in ports.items() if url in up}, [
+        *starting,
+        *forked_unbound,
+    ]
 
 
 def kill_group(group: int) -> None:
