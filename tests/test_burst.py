@@ -28,6 +28,7 @@ from openenv_v1 import verifiers_line
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.launch.pool_launch import STARTS_AT_ONCE
+from openenv_v1.core.launch.uvicorn_forks import FORKS_VAR
 from openenv_v1.wordle_solver import _words
 from tests.servers import (
     WORDLE_APP,
@@ -302,7 +303,10 @@ def lost_to(kills: list[Kill], played: list[Played]) -> dict[str, set[int]]:
 
 
 @pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
-async def test_a_killed_server_costs_no_episode(leases):
+async def test_a_killed_server_costs_no_episode(leases, monkeypatch):
+    # Servers started afresh: one is seen starting, and killed so (a server forked
+    # from a template is up in a fraction of a second; test_uvicorn_forks kills one).
+    monkeypatch.setenv(FORKS_VAR, "0")
     target = wordle_target(LOST_SESSIONS)
     pool = ServerPool(target, sessions_per_server=LOST_SESSIONS)
     try:

@@ -111,3 +111,40 @@ async def test_an_app_that_leaves_a_thread_running_is_served_without_forks(caplo
         assert len(processes_matching("uvicorn_template.py", app)) == 0
         assert len(forks_said(caplog)) == 1  # its template was not tried again
     assert processes_matching(app) == []
+
+
+def forks_of(app: str) -> list[int]:
+    """Servers of `app` forked from a template (their parent is one)."""
+    found = {pid for pid, _ in processes_matching("uvicorn_template.py", app)}
+    return [pid for pid in found if parent_pid(pid) in found]
+
+
+async def test_a_forked_server_killed_while_it_starts_is_lost_as_a_killed_start(
+    caplog,
+):
+    """Its launch fails (not retried afresh, which a crash would be) and the
+    waiting lease gets the next fork."""
+    caplog.set_level("WARNING", logger="openenv_v1.core.launch.pool")
+    app = "slow_ready:app"
+    target = wordle_target(app, PYTHONPATH=str(TEST_ENVS))
+    with pool_of(target, max_servers=1) as (pool, url):
+        await play_one_guess(leased(target, url))
+        (first,) = forks_of(app)
+        os.kill(first, signal.SIGKILL)
+        playing = asyncio.create_task(play_one_guess(leased(target, url)))
+
+        # Its replacement, killed while its startup sleeps (it has no port yet).
+        def replacement() -> set[int]:
+            return set(forks_of(app)) - {first}
+
+        assert await asyncio.to_thread(wait_until, replacement, 60)
+        (starting,) = replacement()
+        assert listening_port(starting) is None
+        os.kill(starting, signal.SIGKILL)
+        second = await playing
+        assert pool.servers() == [second]
+        (third,) = forks_of(app)
+        assert third not in (first, starting)
+    lost = [r.getMessage() for r in caplog.records if "lost starting" in r.getMessage()]
+    assert len(lost) == 1 and "exited with code -9 before it was ready" in lost[0]
+    assert processes_matching(app) == []
