@@ -24,6 +24,7 @@ its children then get their SIGTERM.
 """
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -192,6 +193,9 @@ def main(argv):
     app = prepare(control, reference)
     if app is None:
         return 0
+    # The imported objects out of the collector's sight: its passes would write to
+    # their headers in every server, unsharing the pages the servers share.
+    gc.freeze()
     send(control, {"ready": True})
     serve(control, app)
     return 0
