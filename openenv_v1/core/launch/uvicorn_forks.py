@@ -69,7 +69,7 @@ template's death sends it SIGTERM (as a `Popen` says a signal: negative)."""
 TEMPLATE_STARTS = 3
 """Templates of one start that may die before they are ready (killed, or crashed
 without a word) before its servers start afresh for the rest of the pool's life."""
-_ANSWER_S = 30.0
+_ANSWER_S = 10.0
 """How long a template may take to answer a fork or a code (a loaded host)."""
 _STOP_GRACE_S = 5.0
 _MESSAGE_BYTES = 65536
