@@ -18,6 +18,7 @@ from openenv_v1 import local_policy
 from openenv_v1.core.launch.readiness import ServerGone, wait_ready
 from openenv_v1.core.launch.uv import NO_GRADIO_DIR, NOT_READY
 from openenv_v1.core.launch.uv_prepared import prepared_env_dir
+from openenv_v1.core.launch.uvicorn_forks import TEMPLATE_SCRIPT
 from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,18 +286,63 @@ def _started_elsewhere(proc: Path) -> bool:
 def wordle_uv_servers() -> list[tuple[int, str]]:
     """Live processes of UV-launched local Wordle servers: `uv run --project ...` (a
     launch that syncs the project's environment) and the uvicorn it runs, or that
-    uvicorn run directly from the prepared environment (a repeated launch). Servers
-    started directly with `python -m uvicorn` are not counted."""
+    uvicorn run directly from the prepared environment (a repeated launch), and a
+    pool's template processes with the servers forked from them. Servers started
+    directly with `python -m uvicorn` are not counted."""
     uv = processes_matching("uv run", f"--project {WORDLE_PROJECT} ")
-    return sorted(set(uv + wordle_uvicorns()))
+    return sorted(set(uv + wordle_uvicorns() + wordle_templates_and_forks()))
 
 
 def wordle_uvicorns() -> list[tuple[int, str]]:
     """The uvicorn process of each UV-launched local Wordle server, one per server:
     the one that runs from this checkout's prepared environment (under `uv run` or
-    not), so that other checkouts' servers on the machine are not counted."""
+    not, or forked from a pool's template), so that other checkouts' servers on the
+    machine are not counted."""
     env_dir = prepared_env_dir(str(WORDLE_PROJECT), "wordle-env")
-    return processes_matching(f"{env_dir}/bin/uvicorn ", WORDLE_APP)
+    started = processes_matching(f"{env_dir}/bin/uvicorn ", WORDLE_APP)
+    return started + wordle_forked_servers()
+
+
+def wordle_templates_and_forks() -> list[tuple[int, str]]:
+    """Pools' template processes of the local Wordle env (`uvicorn_forks`), and the
+    servers forked from them, which keep their command line."""
+    env_dir = prepared_env_dir(str(WORDLE_PROJECT), "wordle-env")
+    return processes_matching(f"{env_dir}/bin/python {TEMPLATE_SCRIPT} ", WORDLE_APP)
+
+
+def wordle_forked_servers() -> list[tuple[int, str]]:
+    """The servers forked from a template: their parent is one."""
+    found = wordle_templates_and_forks()
+    templates = {pid for pid, _ in found}
+    return [(pid, cmd) for pid, cmd in found if parent_pid(pid) in templates]
+
+
+def parent_pid(pid: int) -> int | None:
+    """Process `pid`'s parent; None once it is gone."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rpartition(")")[2].split()[1])
+    return None
+
+
+def listening_port(pid: int) -> int | None:
+    """The TCP port process `pid` listens on (a forked server's command line does not
+    name it); None while it listens on none."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        sockets = set()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                sockets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    except OSError:
+        return None
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and f"socket:[{fields[9]}]" in sockets:
+                    return int(fields[1].rpartition(":")[2], 16)
+    return None
 
 
 def user_simulators() -> list[tuple[int, str]]:

@@ -28,10 +28,13 @@ from openenv_v1 import verifiers_line
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.launch.pool_launch import STARTS_AT_ONCE
+from openenv_v1.core.launch.uvicorn_forks import FORKS_VAR
 from openenv_v1.wordle_solver import _words
 from tests.servers import (
     WORDLE_APP,
     WORDLE_PROJECT,
+    listening_port,
+    wordle_forked_servers,
     wordle_uv_servers,
     wordle_uvicorns,
 )
@@ -190,12 +193,21 @@ def server_groups(pool: ServerPool) -> tuple[dict[str, int], list[int]]:
     """The process group of each server up (by URL), and those of servers starting."""
     up = set(pool.servers())
     ports: dict[str, int] = {}
+    forked_unbound: list[int] = []  # a forked server's command line names no port
+    forked = {pid for pid, _ in wordle_forked_servers()}
     for pid, cmd in wordle_uv_servers():
-        if (port := re.search(r"--port (\d+)", cmd)) is not None:
-            with contextlib.suppress(ProcessLookupError):
-                ports[f"http://127.0.0.1:{port[1]}"] = os.getpgid(pid)
+        named = re.search(r"--port (\d+)", cmd)
+        port = int(named[1]) if named else listening_port(pid)
+        with contextlib.suppress(ProcessLookupError):
+            if port is not None:
+                ports[f"http://127.0.0.1:{port}"] = os.getpgid(pid)
+            elif pid in forked:
+                forked_unbound.append(os.getpgid(pid))
     starting = [group for url, group in ports.items() if url not in up]
-    return {url: group for url, group in ports.items() if url in up}, starting
+    return {url: group for url, group in ports.items() if url in up}, [
+        *starting,
+        *forked_unbound,
+    ]
 
 
 def kill_group(group: int) -> None:
@@ -291,7 +303,10 @@ def lost_to(kills: list[Kill], played: list[Played]) -> dict[str, set[int]]:
 
 
 @pytest.mark.parametrize("leases", [LINE_LEASES[verifiers_line()]])
-async def test_a_killed_server_costs_no_episode(leases):
+async def test_a_killed_server_costs_no_episode(leases, monkeypatch):
+    # Servers started afresh: one is seen starting, and killed so (a server forked
+    # from a template is up in a fraction of a second; test_uvicorn_forks kills one).
+    monkeypatch.setenv(FORKS_VAR, "0")
     target = wordle_target(LOST_SESSIONS)
     pool = ServerPool(target, sessions_per_server=LOST_SESSIONS)
     try:

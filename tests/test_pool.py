@@ -15,6 +15,7 @@ import pytest
 from openenv_v1.core import EnvFailure, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from openenv_v1.core.launch.uv_prepared import CACHE_DIR_VAR
+from openenv_v1.core.launch.uvicorn_forks import FORKS_VAR
 from openenv_v1.core.setting_names import render_settings
 from tests.servers import (
     TEST_ENVS,
@@ -199,7 +200,12 @@ async def test_a_server_lost_before_the_first_turn_costs_no_episode_and_one_lost
     assert wordle_uv_servers() == []
 
 
-async def test_a_pool_that_lost_every_server_grows_back_at_the_limit_it_learned():
+async def test_a_pool_that_lost_every_server_grows_back_at_the_limit_it_learned(
+    monkeypatch,
+):
+    # Servers started afresh: slow enough to be killed while one starts (a server
+    # forked from a template is up in a fraction of a second).
+    monkeypatch.setenv(FORKS_VAR, "0")
     target = wordle_target(WORDLE_MAX_SESSIONS="2")
     with pool_of(target) as (pool, url):
         async with contextlib.AsyncExitStack() as stack:
@@ -247,9 +253,9 @@ async def test_a_server_that_stops_answering_is_dropped_killed_and_replaced(
     target = wordle_target()
     with pool_of(target, max_servers=1) as (pool, url):
         await play_one_guess(leased(target, url))
-        old = dict(wordle_uv_servers())
-        uv = [pid for pid, cmd in old.items() if "uv run" in cmd]
+        uv = [pid for pid, cmd in wordle_uv_servers() if "uv run" in cmd]
         uvicorn = [pid for pid, _ in wordle_uvicorns()]
+        old = {*uv, *uvicorn}  # the server, not a template it was forked from
         assert uvicorn and (uv or fault == "hung")
         frozen = uvicorn if fault == "hung" else uv
         for pid in frozen:

@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -17,6 +19,7 @@ from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import ServerPool
 from tests import zygote
 from tests.servers import (
+    ROOT,
     WORDLE_APP,
     WORDLE_PROJECT,
     eval_environ,
@@ -26,6 +29,7 @@ from tests.servers import (
     tool_servers,
     user_simulators,
     wait_until,
+    wordle_forked_servers,
     wordle_uv_eval_command,
     wordle_uv_servers,
     wordle_uvicorns,
@@ -198,3 +202,40 @@ async def test_a_cancelled_rollout_hands_back_its_shared_server():
     finally:
         pool.close()
     assert wordle_uv_servers() == []
+
+
+POOL_OWNER = textwrap.dedent(
+    """
+    import asyncio, contextlib, sys, time
+    from openenv_v1.core import EpisodeLimits, open_episode
+    from tests.test_pool import leased, pool_of, wordle_target
+
+    async def main():
+        target = wordle_target(WORDLE_MAX_SESSIONS="1")
+        with pool_of(target, max_servers=2) as (pool, url):
+            async with contextlib.AsyncExitStack() as stack:
+                opened = [open_episode(leased(target, url), EpisodeLimits(), stack)
+                          for _ in range(2)]
+                for episode in await asyncio.gather(*opened):
+                    await episode.reset({"word": "crane"})
+                print("up", flush=True)
+                time.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_pool_owner_killed_outright_leaves_no_forked_server_nor_template():
+    """Its template dies with the pool's owner thread, its forked servers with it."""
+    assert wordle_uv_servers() == []
+    owner = subprocess.Popen(
+        [sys.executable, "-c", POOL_OWNER], cwd=ROOT, stdout=subprocess.PIPE
+    )
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == b"up\n"
+        assert len(wordle_forked_servers()) == 2
+    finally:
+        owner.kill()
+        owner.wait(30)
+    assert wait_until(lambda: wordle_uv_servers() == [], 20), wordle_uv_servers()

@@ -14,6 +14,7 @@ module and a line in `PLACES`, imported by name only when a target asks for it.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import (
@@ -76,6 +77,50 @@ class LaunchPlan:
     launcher: Launcher
     start_args: Mapping[str, Any] = field(default_factory=dict)
     servers_at_start: int = 1
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=Closeable)
+
+
+class PoolShared:
+    """What the launches of one `ServerPool` share (UV: its template processes):
+    one of each type, made on first use, closed with the pool. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[type, Closeable] = {}
+        self._closed = False
+
+    def get(self, kind: type[_C]) -> _C | None:
+        """The pool's `kind`, made (`kind()`) on first use; None once closed."""
+        with self._lock:
+            if self._closed:
+                return None
+            made = self._made.get(kind)
+            if made is None:
+                made = self._made[kind] = kind()
+            assert isinstance(made, kind)
+            return made
+
+    def close(self) -> None:
+        """Close what was made; idempotent."""
+        with self._lock:
+            self._closed = True
+            made, self._made = list(self._made.values()), {}
+        for each in made:
+            each.close()
+
+
+@runtime_checkable
+class SharesWithPool(Protocol):
+    """A launcher whose launches in one pool share something (`PoolShared`); its
+    pool sets `pool_shared` before `start`, which stays None outside a pool."""
+
+    pool_shared: PoolShared | None
 
 
 def run_here(fn: Callable[[], _T]) -> _T:

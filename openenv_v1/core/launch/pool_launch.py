@@ -10,6 +10,9 @@ Servers whose start runs on this host's CPU (a launcher's `starts_here`: UV, whi
 imports the env's app, 1.5-2.5 s of CPU each) start `STARTS_AT_ONCE` at a time, the
 rest of a wave queued: 31 started at once on 2 cores took the CPU from the eval for
 the whole wave (each process its equal share), and none was up before all were.
+
+What the launches share (`PoolShared`: UV's template processes, which its servers
+fork from, `uvicorn_forks`) is made on the owner thread too, and closed with the pool.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from typing import Any
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.lease_book import LeaseWaiters
-from openenv_v1.core.launch.plan import LaunchPlan, launch_failure, launch_plan
+from openenv_v1.core.launch.plan import (
+    LaunchPlan,
+    PoolShared,
+    SharesWithPool,
+    launch_failure,
+    launch_plan,
+)
 from openenv_v1.core.launch.pool_servers import (
     PROBE_WINDOW,
     PooledServer,
@@ -65,11 +74,14 @@ class ServerLaunches:
         self._log = log
         self._owner = ThreadPoolExecutor(1, thread_name_prefix="openenv-v1-launcher")
         self._start_slots = threading.Semaphore(STARTS_AT_ONCE)
+        self._shared = PoolShared()
 
     def launch_locked(self) -> LaunchPlan:
         """Launch one more server in the background (lock held); returns its plan."""
         plan = launch_plan(self._target)
         plan.launcher.run_on_owner = self._on_owner
+        if isinstance(plan.launcher, SharesWithPool):
+            plan.launcher.pool_shared = self._shared
         server = PooledServer(
             provider=plan.launcher, capacity=self._sessions_per_server
         )
@@ -83,7 +95,9 @@ class ServerLaunches:
         return plan
 
     def shutdown(self) -> None:
-        """Let the owner thread go (the pool closed; its servers are stopped)."""
+        """End what the launches share and let the owner thread go (the pool
+        closed; its servers are stopped)."""
+        self._shared.close()
         self._owner.shutdown(wait=False)
 
     def _bring_up(self, server: PooledServer, start_args: Mapping[str, Any]) -> None:

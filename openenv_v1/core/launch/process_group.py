@@ -75,9 +75,11 @@ def start_group(
     stdout: int | IO[bytes] | None = None,
     stderr: int | IO[bytes] | None = None,
     owner_death: bool = True,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start `command` as the leader of a session of its own; with `owner_death`,
-    SIGTERMed when the starting thread dies. `OSError` when it cannot run."""
+    SIGTERMed when the starting thread dies; `pass_fds` left open in it. `OSError`
+    when it cannot run."""
     return subprocess.Popen(
         list(command),
         stdin=stdin,
@@ -87,6 +89,7 @@ def start_group(
         cwd=cwd,
         start_new_session=True,
         preexec_fn=die_with_owner if owner_death else None,
+        pass_fds=tuple(pass_fds),
     )
 
 

@@ -9,6 +9,9 @@ environment (`server_env`), as a process group SIGTERMed when its starting threa
 dies (`process_group`), relaunched on another port when its port was taken first,
 failing at once with its output's tail and cause when it crashes (`uv_diagnosis`),
 and without gradio unless its project declares it or `web_ui` (half of a start).
+In a pool, a server is forked from a template that imported the app once
+(`uvicorn_forks`); a forked server that exits before it is ready is started afresh,
+whose output says why (one killed by a signal fails as a killed start does).
 
     provider = uv_launch_plan(target).launcher
     provider.start(); url = provider.wait_for_ready(); ...; provider.stop()
@@ -31,8 +34,8 @@ from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.cache import prune_at_launch
 from openenv_v1.core.launch.env_project import AppChoice, EnvProject, local_folder
 from openenv_v1.core.launch.options import UVOptions, read_options
-from openenv_v1.core.launch.plan import LaunchPlan, run_here
-from openenv_v1.core.launch.process_group import start_group, stop_group
+from openenv_v1.core.launch.plan import LaunchPlan, PoolShared, run_here
+from openenv_v1.core.launch.process_group import Child, start_group, stop_group
 from openenv_v1.core.launch.readiness import ServerGone, client_host, wait_ready
 from openenv_v1.core.launch.uv_prepared import (
     hold_prepared_env,
@@ -49,6 +52,12 @@ from openenv_v1.core.launch.uv_server import (
     server_command,
 )
 from openenv_v1.core.launch.uv_starts import UVStarts, hides_gradio
+from openenv_v1.core.launch.uvicorn_forks import (
+    ForkableStart,
+    ForkedServer,
+    UvicornForks,
+    UvicornTemplate,
+)
 from openenv_v1.core.openenv_lines import (
     GIT_URL_PREFIX,
     RuntimeProvider,
@@ -133,6 +142,9 @@ class SupervisedUVProvider(RuntimeProvider):
         self.web_ui = web_ui
         self.cache_max_gb = cache_max_gb
         self.run_on_owner = run_on_owner or run_here
+        self.pool_shared: PoolShared | None = None
+        """Set by a pool: its servers fork from its templates (`uvicorn_forks`)."""
+        self._fork_next = True
         self._user_app = app
         self.project: EnvProject | None = None
         self.app_choice: AppChoice | None = None
@@ -143,7 +155,7 @@ class SupervisedUVProvider(RuntimeProvider):
         self._env_dir = Path()
         self._env_held: BinaryIO | None = None
         self._clone_dir: str | None = None
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: Child | None = None
         self._output: ServerOutput | None = None
         self._base_url: str | None = None
         self._lock = threading.Lock()
@@ -227,6 +239,7 @@ class SupervisedUVProvider(RuntimeProvider):
         command, env, self.reused_env = server_command(
             spec, self.project, self._env_dir, self._env
         )
+        template = self._template(command, env)
         with self._lock:
             if self._stopped:
                 raise EnvFailure("the launch was stopped")
@@ -234,7 +247,10 @@ class SupervisedUVProvider(RuntimeProvider):
             self.app_choice, self.app = choice, choice.app
             output = self._output = ServerOutput.open()
             try:
-                self._process = start_group(
+                forked = (
+                    template.fork(spec.host, spec.port, output.fd) if template else None
+                )
+                self._process = forked or start_group(
                     command,
                     cwd=self.project.path,
                     env=env,
@@ -251,9 +267,27 @@ class SupervisedUVProvider(RuntimeProvider):
             choice.app,
             choice.source,
             self.project.path,
-            ", reusing its prepared environment" if self.reused_env else "",
+            ", forked from its template"
+            if forked
+            else ", reusing its prepared environment"
+            if self.reused_env
+            else "",
         )
         self._base_url = f"http://{client_host(self.host)}:{spec.port}"
+
+    def _template(
+        self, command: list[str], env: dict[str, str]
+    ) -> UvicornTemplate | None:
+        """The pool's template this start forks from, if it forks (a pool's, run
+        from the prepared environment, not after a forked start crashed)."""
+        shared = self.pool_shared
+        forks = shared.get(UvicornForks) if shared and self._fork_next else None
+        if forks is None or not self.reused_env:
+            return None
+        assert self._starts is not None and self.project is not None
+        spec = self._starts.spec
+        start = ForkableStart.of(Path(command[0]), spec, env, self.project.path)
+        return forks.template(start, self.context_timeout_s) if start else None
 
     def wait_for_ready(self, timeout_s: float | None = None) -> str:
         """Poll `/health` until 200; returns the server's base URL. A server that
@@ -270,16 +304,18 @@ class SupervisedUVProvider(RuntimeProvider):
             except ServerGone:
                 code = process.poll()
                 if self._process is process and code is not None:
-                    self._starts.next_start(code, self.log_tail())
+                    if isinstance(process, ForkedServer) and code >= 0:
+                        # Started afresh, its output says why (`next_start`).
+                        self._fork_next = False
+                    else:
+                        self._starts.next_start(code, self.log_tail())
                     self.run_on_owner(self._spawn)
                 continue  # relaunched, or stopped (the loop's first check says so)
             assert self.project is not None
             mark_prepared(self._env_dir, self.project.path)
             return url
 
-    def _wait_started(
-        self, process: subprocess.Popen[bytes], url: str, timeout_s: float
-    ) -> None:
+    def _wait_started(self, process: Child, url: str, timeout_s: float) -> None:
         """Until `process` answers at `url`; `ServerGone` once it exited."""
         wait_ready(
             f"{url}/health",
