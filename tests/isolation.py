@@ -51,6 +51,14 @@ def read_reports(report_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(report_dir.glob("*.json"))]
 
 
+def _is_env_server(cmd: str) -> bool:
+    """An env server started afresh, or a pool's template (`uvicorn_forks`) or one of
+    the servers it forked, whose command line is the template's."""
+    return (
+        "uvicorn server.app:app" in cmd or "uvicorn_template.py server.app:app" in cmd
+    )
+
+
 def assert_saw_only_what_it_was_given(report: dict, planted: str) -> None:
     """The server's environment holds the allow-list, the launcher's settings, the
     report folder (its `env_vars`), and nothing of the eval's secrets; it found no
@@ -66,16 +74,14 @@ def assert_saw_only_what_it_was_given(report: dict, planted: str) -> None:
     assert env["UV_CACHE_DIR"] == user_uv_cache_dir()
     assert report["found"] == []
     assert report["channels"] == 0 and report["tampered"] == []
-    # What it could read are env servers (its own `uv run`, other rollouts' servers,
-    # which hold what it holds), never one of the eval's own processes (the eval,
-    # simulators, their fork server, tool servers). The one exception is verifiers'
+    # What it could read are env servers (its own `uv run`, a pool's template,
+    # other rollouts' servers, which hold what it holds), never one of the eval's
+    # own processes (the eval, simulators, their fork server, tool servers). The one exception is verifiers'
     # own tool-server readiness probe, alive for a second or more under load: it
     # holds the eval's environment minus `*API_KEY*` names (docs/security.md says
     # so); `found` above proves nothing secret was in it.
     for cmd in report["readable"]:
-        assert "uvicorn server.app:app" in cmd or _is_verifiers_probe(cmd), report[
-            "readable"
-        ]
+        assert _is_env_server(cmd) or _is_verifiers_probe(cmd), report["readable"]
     assert planted not in json.dumps(report)
 
 

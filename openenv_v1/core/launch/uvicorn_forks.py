@@ -75,6 +75,9 @@ _STOP_GRACE_S = 5.0
 _MESSAGE_BYTES = 65536
 
 
+_UVICORN_OPTIONS = "UVICORN_"
+
+
 @dataclass(frozen=True)
 class ForkableStart:
     """What a template's servers share: the prepared environment's Python, the app,
@@ -90,8 +93,12 @@ class ForkableStart:
         cls, uvicorn: Path, spec: ServerSpec, env: Mapping[str, str], cwd: Path
     ) -> ForkableStart | None:
         """The start of a server `spec` run with the prepared environment's
-        `uvicorn`; None when it is not forked (several workers, reload, forks off)."""
+        `uvicorn`; None when it is not forked (several workers, reload, forks off,
+        or a `UVICORN_*` variable, an option uvicorn's command line reads and a
+        template's `uvicorn.run` would not)."""
         if spec.workers != 1 or spec.reload or os.environ.get(FORKS_VAR) == "0":
+            return None
+        if any(name.startswith(_UVICORN_OPTIONS) for name in env):
             return None
         python = uvicorn.with_name("python")
         if not python.is_file():
