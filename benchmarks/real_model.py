@@ -32,8 +32,8 @@ per turn, beside the model's own time per turn and as a ratio of it. It holds al
 that is neither the model nor the env: the reply read as an action, the next turn
 rendered, and the framework's own hops (on 0.2 verifiers' MCP call to the user
 simulator and back; docs/real-models.md says where that time goes). With the `floor`
-leg in the run, `ours` also gets the part beyond that hop: its time between calls less
-the floor's, per turn and as a share of the model's time. The header gives
+leg in the run, the two are printed side by side: ours' time between calls, env steps
+left out, against verifiers' own hop with no env behind it. The header gives
 the load average before and after the legs: wall figures move with it. The 0.4 legs run
 in a second environment of this project (`.venv-vf04`, synced from `uv.lock` with
 `--extra vf04` when missing).
@@ -248,13 +248,11 @@ def main() -> None:
         ours, floor = by_name["ours"], by_name["floor"]
         if ours.gaps and floor.gaps and ours.between_s is not None:
             hop = (floor.between_s or 0.0) / floor.gaps
-            beyond = ours.between_s / ours.gaps - hop
-            model = ours.model_s / max(1, ours.turns)
             print(
-                f"\nverifiers 0.2's own hop (floor): {hop * 1000:.1f} ms a turn; "
-                f"ours beyond it: {beyond * 1000:.1f} ms a turn = "
-                f"{beyond / max(model, 1e-9):.2%} of ours' model time a turn "
-                "(two legs run one after the other: compare under the same load)"
+                f"\nverifiers 0.2's own hop to a user simulator with no env (floor): "
+                f"{hop * 1000:.1f} ms a turn; ours, env steps left out: "
+                f"{ours.between_s / ours.gaps * 1000:.1f} ms a turn (two legs run one "
+                "after the other: compare under the same load)"
             )
 
 
