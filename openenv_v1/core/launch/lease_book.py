@@ -28,7 +28,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from openenv_v1.core.launch.leases import LocalLeases, answer_lease_request
+from openenv_v1.core.launch.leases import (
+    LocalLeases,
+    ServerContracts,
+    answer_lease_request,
+)
 from openenv_v1.core.launch.process_group import process_running
 from openenv_v1.core.local_http import LocalEndpoint
 
@@ -82,6 +86,11 @@ class LeaseBook:
         """The leased session was accepted; whether waiting leases may find room."""
         lease = self._leases.get(lease_id)
         return lease is not None and lease.server.confirm(lease_id)
+
+    def url(self, lease_id: str) -> str | None:
+        """The URL of the server of `lease_id`; None if the lease is unknown."""
+        lease = self._leases.get(lease_id)
+        return lease.server.url if lease is not None else None
 
     def drop(self, lease_id: str) -> Lease | None:
         """Forget a lease (handed back, or its server lost); None if unknown."""
@@ -223,7 +232,9 @@ class LeaseDeskBase(ABC):
         self._book = LeaseBook(log)
         self._waiters = LeaseWaiters(self._cond)
         self._waiting = 0  # lease requests waiting for room
-        self._local: LocalLeases | None = None
+        self.contracts = ServerContracts()
+        """What this process's episodes learned of each server's contract
+        (`leases.ServerContracts`); a server released as lost is forgotten."""
 
     def serve_http(self) -> str:
         """Serve leases to the eval's other processes (`local_http`); returns the
@@ -237,12 +248,9 @@ class LeaseDeskBase(ABC):
         return self._http.address
 
     def local(self) -> LocalLeases:
-        """Leases for rollouts in this process: no socket, no thread per wait; the
-        same face each time (its `contracts` are the process's)."""
+        """Leases for rollouts in this process: no socket, no thread per wait."""
         self._open()
-        if self._local is None:
-            self._local = LocalLeases(self)
-        return self._local
+        return LocalLeases(self)
 
     def _open(self) -> None:
         """Before a lease face opens (a `ServerPool` launches its first server)."""
@@ -277,8 +285,13 @@ class LeaseDeskBase(ABC):
                 self._waiters.notify_locked(1)
 
     def release(self, lease_id: str, lost: bool = False) -> None:
-        """The rollout is done with its session; `lost`: its server failed it."""
+        """The rollout is done with its session; `lost`: its server failed it (its
+        contract is forgotten)."""
         if lost:
+            with self._cond:
+                url = self._book.url(lease_id)
+            if url is not None:
+                self.contracts.forget(url)
             self._lost(lease_id)
             return
         with self._cond:

@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from openenv_v1.core.errors import EnvFailure, describe, server_error_code
 from openenv_v1.core.launch.env_target import EnvTarget
 from openenv_v1.core.launch.http_only import http_only_refusal
-from openenv_v1.core.launch.leases import PoolClient, PoolLeases, ServerContracts
+from openenv_v1.core.launch.leases import PoolClient, PoolLeases
 from openenv_v1.core.launch.plan import (
     Launcher,
     launch_failure,
@@ -152,9 +152,9 @@ class EnvSession:
         self._held = Held()
         self._starts_left = FRESH_STARTS
         self.leased = _leases_sessions(target)
-        self.contracts = server_contracts(target)
+        self.contracts = _lease_desk(target).contracts if self.leased else None
         """Where this process's episodes keep what they learned of the contracts of
-        the servers leased to them (`server_contracts`), or None."""
+        the servers leased to them (`leases.ServerContracts`), or None."""
 
     async def open(self) -> Any:
         """A connected client on a new session."""
@@ -227,15 +227,6 @@ def _lease_desk(target: EnvTarget) -> PoolLeases:
         return PoolClient(target.pool_url)
     # A process without the eval's desk (a user simulator off this host).
     return own_desk(target.base_urls).local()
-
-
-def server_contracts(target: EnvTarget) -> ServerContracts | None:
-    """Where the episodes of this process keep what they learned of the contract of
-    `target`'s leased servers (`leases.LocalLeases.contracts`); None when its
-    sessions are not leased in this process."""
-    if not _leases_sessions(target) or (target.pool is None and target.pool_url):
-        return None
-    return _lease_desk(target).contracts
 
 
 def _servers_named(target: EnvTarget) -> str:
