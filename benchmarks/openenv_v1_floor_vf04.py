@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import verifiers.v1 as vf
 from pydantic import Field
 
+from openenv_v1.chat_calls import rollout_clients
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 
 STOP_FLOOR = "floor_done"
@@ -55,7 +56,10 @@ class FloorEnv(vf.Env[FloorEnvConfig]):
     async def run(self, task: vf.Task, agents: vf.Agents) -> None:
         data = task.data
         assert isinstance(data, FloorData)
-        async with agents.player.interaction(task) as interaction:
+        async with (
+            agents.player.interaction(task) as interaction,
+            rollout_clients(interaction.trace.id),
+        ):
             for turn in range(1, data.turns + 1):
                 text = f"Turn {turn}: guess a five-letter word, e.g. [crane]."
                 segment = await interaction.turn([vf.UserMessage(content=text)])

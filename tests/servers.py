@@ -168,10 +168,12 @@ def policy_server(
     script: list[str] | None = None,
     delay: float | None = None,
     record: Path | None = None,
+    clients: list[tuple[str, int]] | None = None,
 ) -> Iterator[str]:
     """The local OpenAI-compatible policy (`openenv_v1.local_policy`'s app and server,
     as its command line builds them); yields its `/v1` base URL. With `record`, it appends
-    every request body it gets to that file (`recorded_requests`).
+    every request body it gets to that file (`recorded_requests`); with `clients`, the
+    address each request came from (one per connection) to that list.
 
     It is served by uvicorn on a thread of this test process, on a socket bound
     before it starts (no port race): a process of its own cost ~1 s of CPU to start,
@@ -182,6 +184,8 @@ def policy_server(
         script=script,
         record=record,
     )
+    if clients is not None:
+        app = _noting_clients(app, clients)
     sock = local_policy.listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     server = local_policy.server(app)
@@ -199,6 +203,17 @@ def policy_server(
         server.should_exit = True
         thread.join(local_policy.SHUTDOWN_GRACE_S + 10)
         sock.close()
+
+
+def _noting_clients(app, clients: list[tuple[str, int]]):
+    """`app`, appending each HTTP request's client address to `clients`."""
+
+    async def noted(scope, receive, send):
+        if scope["type"] == "http":
+            clients.append(tuple(scope["client"]))
+        await app(scope, receive, send)
+
+    return noted
 
 
 def recorded_requests(record: Path) -> list[dict]:

@@ -250,5 +250,6 @@ def close_leg(result, sampler: Sampler, before: set[int], workdir: Path):
     if sampler.samples:
         result.peak_fds = max(s.main_fds + s.servers_fds for s in sampler.samples)
     result.left = leftovers(before)
-    shutil.rmtree(workdir, ignore_errors=True)
+    if not os.environ.get("SCALE_KEEP"):
+        shutil.rmtree(workdir, ignore_errors=True)
     return result

@@ -53,7 +53,7 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
         messages = opening_messages(*self.resolve_prompt(data))
         tools = borrowed(trace.id)
         async with model_client(
-            endpoint, secret, self.config.request_timeout_s
+            endpoint, secret, self.config.request_timeout_s, trace.id
         ) as client:
             if tools is None:
                 await client.chat.completions.create(model=ctx.model, messages=messages)

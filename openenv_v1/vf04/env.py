@@ -21,6 +21,7 @@ import contextlib
 import anyio
 import verifiers.v1 as vf
 
+from openenv_v1.chat_calls import rollout_clients
 from openenv_v1.core import EnvEpisode, EpisodeReport
 from openenv_v1.core.episode.turns import Turn
 from openenv_v1.core.errors import EnvFailure, setup_failure
@@ -110,8 +111,9 @@ class OpenEnvEnv(vf.Env[OpenEnvEnvConfig]):
                     else contextlib.nullcontext()
                 )
                 try:
-                    with lent:
-                        await self._play(interaction, episode, turn)
+                    async with rollout_clients(interaction.trace.id):
+                        with lent:
+                            await self._play(interaction, episode, turn)
                 finally:
                     record(interaction.trace, report)
                 if report.error is not None:

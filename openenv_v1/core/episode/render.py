@@ -26,7 +26,7 @@ def _record_key(record: dict[str, Any]) -> Any:
 
 
 def _is_prose(text: str) -> bool:
-    return any(c.isspace() for c in text.strip())
+    return len(text.split(maxsplit=1)) > 1
 
 
 UNCHANGED = "(unchanged since the last turn)"
