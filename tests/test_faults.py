@@ -584,6 +584,11 @@ def test_reset_params_are_read_once_then_looked_at_again_after_a_while(
     assert first is not None and first.names == {"seed"}
     source.write_text(env + "    def reset(self, seed=None, level=1): ...\n")
     assert read_reset_params(tmp_path) is first  # within the recheck window
+    # What an event loop takes without a thread: the recent answer, none for a
+    # folder never read, none once the window passed.
+    assert env_source.recent_reset_params(tmp_path) == (first,)
+    assert env_source.recent_reset_params(tmp_path / "elsewhere") is None
     monkeypatch.setattr(env_source, "RESET_PARAMS_RECHECK_S", 0.0)
+    assert env_source.recent_reset_params(tmp_path) is None
     edited = read_reset_params(tmp_path)
     assert edited is not None and edited.names == {"seed", "level"}

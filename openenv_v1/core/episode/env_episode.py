@@ -51,6 +51,7 @@ from openenv_v1.core.episode.env_source import (
     ResetParams,
     env_source_dir,
     read_reset_params,
+    recent_reset_params,
 )
 from openenv_v1.core.episode.frames import Frame, guard_frames, read_frame
 from openenv_v1.core.episode.mcp_route import route_mcp_steps
@@ -415,7 +416,12 @@ async def open_episode(
         episode.client, episode.base_url, episode.spec = await connect()
 
     client, base_url, spec = await connect(on_connect)
-    params = await asyncio.to_thread(read_reset_params, source) if source else None
+    params = None
+    if source:
+        recent = recent_reset_params(source)
+        params = (
+            recent[0] if recent else await asyncio.to_thread(read_reset_params, source)
+        )
     episode = EnvEpisode(
         client,
         spec,

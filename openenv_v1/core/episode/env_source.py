@@ -59,11 +59,10 @@ def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
     per state of the source files, looked at again only `RESET_PARAMS_RECHECK_S`
     after the last look; one tree is parsed at a time (CPython 3.11's `ast` is not
     thread-safe)."""
+    recent = recent_reset_params(source_dir)
+    if recent is not None:
+        return recent[0]
     root = Path(source_dir)
-    with _reset_params_lock:
-        recent = _reset_params_recent.get(str(root))
-        if recent and time.monotonic() - recent[0] < RESET_PARAMS_RECHECK_S:
-            return recent[1]
     files = python_files(root)
     key = (str(root.resolve()), tuple(_file_stamp(path) for path in files))
     with _reset_params_lock:
@@ -74,6 +73,19 @@ def read_reset_params(source_dir: str | os.PathLike[str]) -> ResetParams | None:
             _reset_params_cache[key] = _parse_reset_params(root, files)
         _reset_params_recent[str(root)] = (time.monotonic(), _reset_params_cache[key])
         return _reset_params_cache[key]
+
+
+def recent_reset_params(
+    source_dir: str | os.PathLike[str],
+) -> tuple[ResetParams | None] | None:
+    """`read_reset_params`'s answer for `source_dir` (in a 1-tuple) while it is
+    recent enough to give without looking at the files, else None: an answer an
+    event loop can take without a thread."""
+    with _reset_params_lock:
+        recent = _reset_params_recent.get(str(Path(source_dir)))
+    if recent and time.monotonic() - recent[0] < RESET_PARAMS_RECHECK_S:
+        return (recent[1],)
+    return None
 
 
 RESET_PARAMS_RECHECK_S = 5.0
