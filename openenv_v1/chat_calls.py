@@ -23,11 +23,12 @@ from openenv_v1.core.http_client import async_client
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletionMessage
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 __all__ = [
     "ChatTools",
     "call_tools",
+    "complete",
     "function_tool",
     "model_client",
     "rollout_clients",
@@ -110,6 +111,24 @@ class ChatTools(Protocol):
         ...
 
 
+async def complete(
+    client: AsyncOpenAI,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+) -> ChatCompletion:
+    """One chat completion of `messages` (with `tools`, if any), its body sent as
+    built: these are JSON already, and the client's typed walk over every message
+    (`chat.completions.create`) cost about 7% of the eval's CPU at 2,048 episodes in
+    flight, more as the conversation grows."""
+    from openai.types.chat import ChatCompletion
+
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if tools:
+        body["tools"] = tools
+    return await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+
+
 async def call_tools(
     client: AsyncOpenAI,
     model: str,
@@ -121,9 +140,7 @@ async def call_tools(
     tools are `over`. `keep` adds each reply to `messages` as the next request
     repeats it; each tool call's answer follows it."""
     while not tools.over:
-        completion = await client.chat.completions.create(
-            model=model, messages=messages, tools=tools.specs or None
-        )
+        completion = await complete(client, model, messages, tools.specs)
         reply = completion.choices[0].message
         keep(messages, reply)
         if not reply.tool_calls:

@@ -52,6 +52,10 @@ MODES = ("solver", "slow", "reasoning", "tool-call-text", "script", *_FIXED)
 SHUTDOWN_GRACE_S = 1
 """How long a stop signal lets open requests finish (uvicorn's own default is to
 wait for them indefinitely)."""
+KEEP_ALIVE_S = 75
+"""How long an idle connection is kept open: longer than clients keep theirs (httpx:
+5 s), so a client never sends on one the server is closing (uvicorn's own 5 s made
+some of 2,048 calls in flight fail with an empty error)."""
 DEFAULT_DELAY_S = 5.0
 """`--delay` unless given: seconds a `slow` reply waits."""
 
@@ -205,12 +209,16 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def server(app: Starlette) -> uvicorn.Server:
-    """The uvicorn server that serves `app`: quiet, stopping within
-    `SHUTDOWN_GRACE_S` of a stop even with replies pending."""
+    """The uvicorn server that serves `app`: quiet, idle connections kept
+    `KEEP_ALIVE_S`, stopping within `SHUTDOWN_GRACE_S` of a stop even with replies
+    pending."""
     import uvicorn
 
     config = uvicorn.Config(
-        app, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+        app,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
     return uvicorn.Server(config)
 

@@ -1,13 +1,20 @@
 """The harnesses' model calls (`openenv_v1.chat_calls`) on a real local policy over
-loopback: a rollout's turns share one client and connection while its
-`rollout_clients` runs; without it each call has its own."""
+loopback: a request carries the messages and tools as given; a rollout's turns share
+one client and connection while its `rollout_clients` runs; without it each call has
+its own."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
-from openenv_v1.chat_calls import model_client, rollout_clients
-from tests.servers import policy_server
+from openenv_v1.chat_calls import (
+    complete,
+    function_tool,
+    model_client,
+    rollout_clients,
+)
+from tests.servers import policy_server, recorded_requests
 
 HELLO = [{"role": "user", "content": "Guess a five-letter word."}]
 
@@ -41,3 +48,31 @@ def test_a_rollouts_turns_share_one_client_while_it_keeps_them() -> None:
     # One connection a kept rollout: a's three turns, b's two; then one a call.
     assert len(set(clients[:3])) == 1 and len(set(clients[3:5])) == 1
     assert len(set(clients)) == 4
+
+
+def test_a_completion_sends_the_messages_and_tools_as_given(tmp_path) -> None:
+    record = tmp_path / "bodies.jsonl"
+    move = {"type": "object", "properties": {"message": {"type": "string"}}}
+    tools = [function_tool("act", "One move.", {**move, "required": ["message"]})]
+    with policy_server("solver", record=record) as url:
+
+        async def calls():
+            async with model_client(url, "local", 30) as client:
+                return (
+                    await complete(client, "m", HELLO),
+                    await complete(client, "m", HELLO, []),
+                    await complete(client, "m", HELLO, tools),
+                )
+
+        plain, no_tools, called = asyncio.run(calls())
+
+    assert recorded_requests(record) == [
+        {"model": "m", "messages": HELLO},
+        {"model": "m", "messages": HELLO},
+        {"model": "m", "messages": HELLO, "tools": tools},
+    ]
+    assert plain.choices[0].message.content == no_tools.choices[0].message.content
+    assert (plain.choices[0].message.content or "").startswith("[")
+    call = (called.choices[0].message.tool_calls or [])[0]
+    assert call.function.name == "act"
+    assert json.loads(call.function.arguments)["message"].startswith("[")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 
-from openenv_v1.chat_calls import call_tools, model_client
+from openenv_v1.chat_calls import call_tools, complete, model_client
 from openenv_v1.chat_opening import opening_messages
 from openenv_v1.vf04.native import borrowed
 
@@ -56,7 +56,7 @@ class OpenEnvChatHarness(vf.Harness[OpenEnvChatHarnessConfig]):
             endpoint, secret, self.config.request_timeout_s, trace.id
         ) as client:
             if tools is None:
-                await client.chat.completions.create(model=ctx.model, messages=messages)
+                await complete(client, ctx.model, messages)
             else:
                 await call_tools(client, ctx.model, messages, tools, _keep)
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")

@@ -68,6 +68,9 @@ class LeaseBook:
 
     def __init__(self, log: logging.Logger) -> None:
         self._leases: dict[str, Lease] = {}
+        self._others: dict[int, set[str]] = {}
+        """The leases of other processes (0.2's user simulators), by pid: the only
+        ones `reap` looks at."""
         self._log = log
         self._last_reap = 0.0
 
@@ -79,6 +82,8 @@ class LeaseBook:
         lease_id = uuid.uuid4().hex
         server.leases.add(lease_id)
         self._leases[lease_id] = Lease(server, pid)
+        if pid != os.getpid():
+            self._others.setdefault(pid, set()).add(lease_id)
         assert server.url is not None
         return lease_id, server.url
 
@@ -98,7 +103,14 @@ class LeaseBook:
         if lease is not None:
             lease.server.leases.discard(lease_id)
             lease.server.confirmed.discard(lease_id)
+            self._forget_other(lease, lease_id)
         return lease
+
+    def _forget_other(self, lease: Lease, lease_id: str) -> None:
+        if (others := self._others.get(lease.pid)) is not None:
+            others.discard(lease_id)
+            if not others:
+                del self._others[lease.pid]
 
     def refused(self, lease_id: str) -> bool:
         """The lease's server answered `CAPACITY_REACHED`: drop the lease and cap the
@@ -118,21 +130,22 @@ class LeaseBook:
         if now - self._last_reap < _REAP_EVERY_S:
             return False
         self._last_reap = now
-        own = os.getpid()
-        for lease_id, lease in list(self._leases.items()):
-            if lease.pid != own and not process_running(lease.pid):
+        for pid in [pid for pid in self._others if not process_running(pid)]:
+            for lease_id in list(self._others.get(pid, ())):
                 self.drop(lease_id)
         return True
 
     def forget_server(self, server: ServerSeats) -> None:
         """`server` is gone: forget its leases with it."""
         for lease_id in server.leases:
-            self._leases.pop(lease_id, None)
+            if (lease := self._leases.pop(lease_id, None)) is not None:
+                self._forget_other(lease, lease_id)
         server.leases.clear()
         server.confirmed.clear()
 
     def clear(self) -> None:
         self._leases.clear()
+        self._others.clear()
 
 
 class LeaseWaiters:
