@@ -44,27 +44,38 @@ def feedback_for(secret: str, guess: str) -> str:
 
 
 GUESSES_KEPT = 16_384
-"""Boards whose guess is remembered: the solver is deterministic, so a run of many
-seeds walks one tree of boards, and each is worked out once (20-60 ms of CPU)."""
+"""Boards whose guess and candidates are remembered: the solver is deterministic, so
+a run of many seeds walks one tree of boards; each board's candidates are its parent
+board's, filtered by its last row, and each guess is worked out once."""
 
 
 def next_guess(conversation: str) -> str:
     """The next guess: the best-covering word consistent with every feedback row."""
     board = {w: row.replace(" ", "") for w, row in _FEEDBACK.findall(conversation)}
     refused = frozenset(_REFUSED.findall(conversation))
-    return _guess(tuple(sorted(board.items())), refused)
+    return _guess(tuple(board.items()), refused)
 
 
 @lru_cache(maxsize=GUESSES_KEPT)
 def _guess(board: tuple[tuple[str, str], ...], refused: frozenset[str]) -> str:
-    answers, _ = _words()
     played = {w for w, _ in board}
-    candidates = [
-        w
-        for w in answers
-        if w not in refused
-        and w not in played
-        and all(feedback_for(w, g) == row for g, row in board)
-    ] or [w for w in answers if w not in played and w not in refused]
+    candidates = _candidates(board, refused) or [
+        w for w in _words()[0] if w not in played and w not in refused
+    ]
     letters = Counter(c for w in candidates for c in set(w))
     return max(candidates, key=lambda w: (sum(letters[c] for c in set(w)), w))
+
+
+@lru_cache(maxsize=GUESSES_KEPT)
+def _candidates(
+    board: tuple[tuple[str, str], ...], refused: frozenset[str]
+) -> tuple[str, ...]:
+    """The likely answers not refused, not played and consistent with every row."""
+    if not board:
+        return tuple(w for w in _words()[0] if w not in refused)
+    guess, row = board[-1]
+    return tuple(
+        w
+        for w in _candidates(board[:-1], refused)
+        if w != guess and feedback_for(w, guess) == row
+    )
