@@ -17,7 +17,6 @@ import pytest
 from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.leases import PoolClient
-from openenv_v1.core.launch.pool_servers import ServerSeats
 from openenv_v1.core.launch.target import open_env
 from openenv_v1.core.launch.url_pool import UrlPool
 from tests.servers import (
@@ -299,26 +298,3 @@ async def test_the_episodes_after_the_first_on_a_server_take_its_contract_from_i
     assert len({id(e.spec) for e in episodes}) == 2  # one contract a server
     assert leases.contracts.get(lost) is None
     assert leases.contracts.get(next(u for u in urls if u != lost)) is not None
-
-
-def test_a_refusal_below_what_a_server_once_held_keeps_its_limit():
-    """A server refuses a session while it still frees one our client closed: the
-    limit learned is what it once held at once, not the sessions open now; a server
-    never seen fuller learns what it holds."""
-    seats = ServerSeats(url="http://127.0.0.1:9", ready=True)
-    for lease in ("a", "b", "c"):
-        seats.leases.add(lease)
-        seats.confirm(lease)
-    seats.leases.discard("a")
-    seats.confirmed.discard("a")
-    assert seats.learn_capacity() == 3
-    assert seats.has_room()  # the seat being freed comes back
-
-    fresh = ServerSeats(url="http://127.0.0.1:9", ready=True)
-    for lease in ("a", "b"):
-        fresh.leases.add(lease)
-        fresh.confirm(lease)
-    assert fresh.learn_capacity() == 2
-    fresh.leases.discard("b")
-    fresh.confirmed.discard("b")
-    assert fresh.learn_capacity() is None and fresh.capacity == 2

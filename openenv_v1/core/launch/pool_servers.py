@@ -40,8 +40,6 @@ class ServerSeats:
     leases: set[str] = field(default_factory=set)
     confirmed: set[str] = field(default_factory=set)
     """Leases whose session the server accepted (a first request answered)."""
-    held_most: int = 0
-    """The most sessions it was seen holding at once."""
     suspect: bool = False
     """A rollout could not reach it: no new leases while `/health` is probed."""
 
@@ -63,11 +61,9 @@ class ServerSeats:
         )
 
     def learn_capacity(self) -> int | None:
-        """A session was refused: its limit is what it accepted (at least one), and
-        never below what it once held at once (a refusal that came while it was still
-        freeing sessions our clients had closed counts those too). The new limit, or
-        None if it was no lower."""
-        limit = max(1, len(self.confirmed), self.held_most)
+        """A session was refused: its limit is what it accepted (at least one). The
+        new limit, or None if it was no lower."""
+        limit = max(1, len(self.confirmed))
         if self.capacity is None or limit < self.capacity:
             self.capacity = limit
             return limit
@@ -78,7 +74,6 @@ class ServerSeats:
         whether waiting leases may find room now."""
         news = self.capacity is None or self.settling()
         self.confirmed.add(lease_id)
-        self.held_most = max(self.held_most, len(self.confirmed))
         if self.capacity is not None and len(self.confirmed) > self.capacity:
             self.capacity = len(self.confirmed)
         return news
