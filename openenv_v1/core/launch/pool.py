@@ -11,7 +11,9 @@ session limit, so `ServerPool` launches servers and leases them to rollouts
 - a lease fails only when every server stayed full, no session ending, for
   `capacity_wait_s`, or when launches fail (`pool_servers.LAUNCH_FAILURES`);
 - a server a rollout lost takes no new leases: dropped at once if its process is
-  gone, else after `HEALTH_PROBES` failed `/health` probes in a row.
+  gone, else after `HEALTH_PROBES` failed `/health` probes in a row during which its
+  processes did not run, or `message_timeout_s` of failed probes however busy
+  they were (a loaded host slows a server's answers; it does not stop its CPU).
 
 Servers are forked from one long-lived thread (`pool_launch`); `close()` (also at
 exit) stops them all.
@@ -24,7 +26,7 @@ import contextlib
 import logging
 import threading
 
-from tenacity import stop_after_attempt, wait_fixed
+from tenacity import stop_after_delay, stop_any, wait_fixed
 
 from openenv_v1.core.errors import EnvFailure
 from openenv_v1.core.launch.env_target import EnvTarget
@@ -37,6 +39,7 @@ from openenv_v1.core.launch.pool_servers import (
     LAUNCH_FAILURES,
     PooledServer,
     PoolServers,
+    RunningProbe,
     answers_again,
 )
 from openenv_v1.core.setting_names import setting
@@ -44,8 +47,8 @@ from openenv_v1.core.setting_names import setting
 logger = logging.getLogger(__name__)
 
 HEALTH_PROBES = 3
-"""Failed `/health` probes in a row (2 s each, a second apart) that drop a server a
-rollout could not reach."""
+"""Failed `/health` probes in a row (2 s each, a second apart), its processes idle
+throughout, that drop a server a rollout could not reach."""
 _PROBE_SPACING_S = 1.0
 
 
@@ -213,19 +216,31 @@ class ServerPool(LeaseDeskBase):
 
     def _probe_suspect(self, server: PooledServer) -> None:
         assert server.url is not None
-        probes = stop_after_attempt(HEALTH_PROBES), wait_fixed(_PROBE_SPACING_S)
-        if answers_again(server.url, self._closed, *probes):
+        probe = RunningProbe(server)
+        busy_s = self._target.message_timeout_s
+        stop = stop_any(stop_after_delay(busy_s), probe.idle_for(HEALTH_PROBES))
+        wait = wait_fixed(_PROBE_SPACING_S)
+        if answers_again(server.url, self._closed, stop, wait, probe):
+            if probe.busy_misses:
+                logger.info(
+                    "shared env server %s answered /health again after %d "
+                    "probe(s) it was too busy for; it keeps its sessions",
+                    server.url,
+                    probe.busy_misses,
+                )
             with self._cond:
                 server.suspect = False
                 self._waiters.notify_locked()
             return
         if self._closed.is_set():
             return
+        if probe.idle_misses >= HEALTH_PROBES:
+            why = f"failed {HEALTH_PROBES} /health probes in a row, its processes idle"
+        else:
+            why = f"answered no /health probe for {busy_s:.0f}s, though running"
         with self._cond:
             if server in self._servers:
-                self._drop_server_locked(
-                    server, f"failed {HEALTH_PROBES} /health probes in a row"
-                )
+                self._drop_server_locked(server, why)
 
     def _drop_server_locked(self, server: PooledServer, why: str) -> None:
         """Forget a broken server and its leases; killed off the lock, no grace."""

@@ -2,19 +2,20 @@
 record of the servers it launched (`PooledServer`, `PoolServers`: what their
 launches said). The desk changes these under its own lock; nothing here locks.
 Beside them, what the pool reads of a server: its memory (`group_rss`), one
-`/health` probe (`answers_health`).
+`/health` probe (`answers_health`), and whether its processes ran while it went
+unanswered (`RunningProbe`: busy, not dead).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from tenacity import Retrying, retry_if_result, stop_when_event_set
+from tenacity import Retrying, retry_if_result, stop_any, stop_when_event_set
 
 from openenv_v1.core.http_client import shared_tls
 from openenv_v1.core.launch.process_group import proc_stats
@@ -89,6 +90,14 @@ class PooledServer(ServerSeats):
 
     def alive(self) -> bool:
         return self.provider.running()
+
+    def cpu_ticks(self) -> int | None:
+        """CPU time its process group has used, in clock ticks; None when unknown
+        (no process of this host)."""
+        pid = getattr(self.provider, "pid", None)
+        if not pid:
+            return None
+        return sum(stat.cpu_ticks for stat in proc_stats() if stat.pgrp == pid)
 
 
 class PoolServers:
@@ -180,16 +189,52 @@ def group_rss(provider: Launcher) -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def answers_again(url: str, closed: threading.Event, stop: Any, wait: Any) -> bool:
-    """Whether the server at `url` answers `/health` again, probed with tenacity's
-    `wait` between tries until `stop` (or `closed`)."""
+def answers_again(
+    url: str,
+    closed: threading.Event,
+    stop: Any,
+    wait: Any,
+    probe: Callable[[str], bool] | None = None,
+) -> bool:
+    """Whether the server at `url` answers `/health` again, probed (`probe`, else
+    `answers_health`) with tenacity's `wait` between tries until `stop` (or
+    `closed`)."""
     return Retrying(
-        stop=stop | stop_when_event_set(closed),
+        stop=stop_any(stop, stop_when_event_set(closed)),
         wait=wait,
         retry=retry_if_result(lambda answered: not answered),
         sleep=closed.wait,
         retry_error_callback=lambda _: False,
-    )(answers_health, url)
+    )(probe or answers_health, url)
+
+
+class RunningProbe:
+    """`/health` probes of a launched server that tell busy from dead: a probe
+    unanswered while the server's processes used no CPU (stopped, hung, deadlocked)
+    is an idle miss; one unanswered while they ran (a loaded host, a burst of
+    sessions) is not. Where its CPU time cannot be read, every miss is idle."""
+
+    def __init__(self, server: PooledServer) -> None:
+        self._server = server
+        self.idle_misses = 0
+        """Probes unanswered in a row while the server did not run."""
+        self.busy_misses = 0
+
+    def __call__(self, url: str) -> bool:
+        before = self._server.cpu_ticks()
+        if answers_health(url):
+            return True
+        after = self._server.cpu_ticks()
+        if before is not None and after is not None and after > before:
+            self.idle_misses = 0
+            self.busy_misses += 1
+        else:
+            self.idle_misses += 1
+        return False
+
+    def idle_for(self, probes: int) -> Callable[[Any], bool]:
+        """A tenacity stop: `probes` idle misses in a row."""
+        return lambda _: self.idle_misses >= probes
 
 
 def answers_health(url: str, timeout_s: float = 2.0) -> bool:

@@ -127,13 +127,17 @@ class ProcStat:
     ppid: int
     pgrp: int
     rss_pages: int
+    cpu_ticks: int
+    """User and system time, in clock ticks."""
 
 
 def proc_stat(pid: int) -> ProcStat:
     """Process `pid`'s stat; `FileNotFoundError` for no such process."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rpartition(")")[2].split()
-    return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[21]))
+    state, ppid, pgrp = fields[0], int(fields[1]), int(fields[2])
+    cpu_ticks = int(fields[11]) + int(fields[12])
+    return ProcStat(pid, state, ppid, pgrp, int(fields[21]), cpu_ticks)
 
 
 def proc_stats() -> Iterator[ProcStat]:
