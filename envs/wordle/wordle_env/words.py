@@ -26,3 +26,11 @@ def valid_guesses() -> frozenset[str]:
 def secret_pool() -> tuple[str, ...]:
     """Sorted, so a seed maps to the same secret on every machine."""
     return tuple(sorted(_five_letter("gcide") & _five_letter("web2")))
+
+
+# Built at import, not by the first session: sessions opened at once would each build
+# them (`functools.cache` does not make concurrent first callers wait; 0.4 s of CPU
+# apiece, 64 sessions a server), and a server forked after the import (openenv-v1's
+# template) shares them.
+secret_pool()
+valid_guesses()
