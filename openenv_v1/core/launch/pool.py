@@ -12,8 +12,9 @@ session limit, so `ServerPool` launches servers and leases them to rollouts
   `capacity_wait_s`, or when launches fail (`pool_servers.LAUNCH_FAILURES`);
 - a server a rollout lost takes no new leases: dropped at once if its process is
   gone, else after `HEALTH_PROBES` failed `/health` probes in a row during which its
-  processes did not run, or `message_timeout_s` of failed probes however busy
-  they were (a loaded host slows a server's answers; it does not stop its CPU).
+  processes did not run, or `message_timeout_s` (the longest call) of failed
+  probes however busy they were (a loaded host slows a server's answers; it does
+  not stop its CPU).
 
 Servers are forked from one long-lived thread (`pool_launch`); `close()` (also at
 exit) stops them all.
