@@ -69,6 +69,8 @@ def test_forwarded_values_a_failing_server_echoes_are_redacted_everywhere(
         )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (episode,) = episodes
+    failed = f"{json.dumps(episode)[:3000]}\n{proc.stderr[-3000:]}"
+    assert len(episode["errors"]) == 1, failed
     (error,) = episode["errors"]
     assert 'Import string "<redacted>" must be in format' in error["message"]
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
