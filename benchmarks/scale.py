@@ -41,6 +41,8 @@ under, and per level the additive limit `1 / (1/floor + 1/raw)` episodes/s with 
 `vf04` leg's share of it.
 Then the soak series of the largest level: every 100 episodes, memory, open files and
 threads of the eval (or env-server) process and of the env servers.
+Each eval leg's work folder (`openenv-scale-<leg>-*` in the temp dir, its log in
+`stderr.txt`) is removed after it, unless `SCALE_KEEP=1` is set.
 """
 
 from __future__ import annotations

@@ -238,7 +238,8 @@ def leftovers(before: set[int]) -> int:
 
 def close_leg(result, sampler: Sampler, before: set[int], workdir: Path):
     """A leg's result with what its `sampler` saw (peak memory, servers, the soak
-    series) and the servers it left (killed); its `workdir` removed."""
+    series) and the servers it left (killed); its `workdir` removed unless
+    `SCALE_KEEP` is set."""
     result.peak_main_mb, result.peak_servers_mb = (
         sampler.peak_main,
         sampler.peak_servers,
