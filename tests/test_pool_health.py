@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-from openenv_v1.core import EnvTarget, EpisodeLimits, open_episode
+from openenv_v1.core import EnvEpisode, EnvTarget, EpisodeLimits, open_episode
 from openenv_v1.core.launch.pool import HEALTH_PROBES, ServerPool
 from tests.servers import TEST_ENVS, wordle_uvicorns
 from tests.test_pool import wordle_target
@@ -28,16 +28,25 @@ def stall(pid: int, seconds: float) -> None:
     os.kill(pid, signal.SIGCONT)
 
 
+async def hold_a_session(
+    pool: ServerPool, stack: contextlib.AsyncExitStack
+) -> tuple[EnvEpisode, str, str]:
+    """An episode reset on `pool`'s first server (`crane` wins it), that server's URL,
+    and a second lease on it, to hand back as `unreachable`."""
+    target = EnvTarget(env="local/wordle", pool=pool.local())
+    held = await open_episode(target, EpisodeLimits(), stack)
+    await held.reset({"word": "crane"})
+    (first,) = pool.servers()
+    lost, _ = await asyncio.to_thread(pool.lease, os.getpid())
+    return held, first, lost
+
+
 async def test_a_server_that_misses_one_probe_keeps_its_sessions_and_one_that_stays_down_is_replaced():
     pool = ServerPool(wordle_target())
     try:
         async with contextlib.AsyncExitStack() as stack:
-            target = EnvTarget(env="local/wordle", pool=pool.local())
-            held = await open_episode(target, EpisodeLimits(), stack)
-            await held.reset({"word": "crane"})
-            (first,) = pool.servers()
+            held, first, lost = await hold_a_session(pool, stack)
             ((uvicorn, _),) = wordle_uvicorns()
-            lost, _ = await asyncio.to_thread(pool.lease, os.getpid())
             # Stalled past one probe's 2 s timeout, back before the next probe.
             stalled = asyncio.to_thread(stall, uvicorn, 2.5)
             lease = asyncio.to_thread(pool.lease, os.getpid(), unreachable=lost)
@@ -66,11 +75,7 @@ async def test_a_server_too_busy_to_answer_its_probes_keeps_its_sessions():
     pool = ServerPool(busy_target())
     try:
         async with contextlib.AsyncExitStack() as stack:
-            target = EnvTarget(env="local/wordle", pool=pool.local())
-            held = await open_episode(target, EpisodeLimits(), stack)
-            await held.reset({"word": "crane"})
-            (first,) = pool.servers()
-            lost, _ = await asyncio.to_thread(pool.lease, os.getpid())
+            held, first, lost = await hold_a_session(pool, stack)
             # Busy past three probes' worth (about 3 s each), answering nothing.
             spin_s = 3.5 * HEALTH_PROBES
             httpx.get(f"{first}/test/spin/{spin_s}", timeout=5).raise_for_status()

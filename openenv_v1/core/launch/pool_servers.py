@@ -18,7 +18,7 @@ import httpx
 from tenacity import Retrying, retry_if_result, stop_any, stop_when_event_set
 
 from openenv_v1.core.http_client import shared_tls
-from openenv_v1.core.launch.process_group import proc_stats
+from openenv_v1.core.launch.process_group import ProcStat, proc_stats
 
 if TYPE_CHECKING:
     from openenv_v1.core.launch.plan import Launcher
@@ -94,10 +94,8 @@ class PooledServer(ServerSeats):
     def cpu_ticks(self) -> int | None:
         """CPU time its process group has used, in clock ticks; None when unknown
         (no process of this host)."""
-        pid = getattr(self.provider, "pid", None)
-        if not pid:
-            return None
-        return sum(stat.cpu_ticks for stat in proc_stats() if stat.pgrp == pid)
+        group = _group_stats(self.provider)
+        return None if group is None else sum(stat.cpu_ticks for stat in group)
 
 
 class PoolServers:
@@ -179,13 +177,19 @@ class PoolServers:
         )
 
 
-def group_rss(provider: Launcher) -> int:
-    """Resident memory of a server's process group (it is its own session leader),
-    in bytes; 0 when unknown."""
+def _group_stats(provider: Launcher) -> list[ProcStat] | None:
+    """The processes of a server's process group (it is its own session leader);
+    None when it has no process of this host."""
     pid = getattr(provider, "pid", None)
     if not pid:
-        return 0
-    pages = sum(stat.rss_pages for stat in proc_stats() if stat.pgrp == pid)
+        return None
+    return [stat for stat in proc_stats() if stat.pgrp == pid]
+
+
+def group_rss(provider: Launcher) -> int:
+    """Resident memory of a server's process group, in bytes; 0 when unknown."""
+    group = _group_stats(provider)
+    pages = 0 if group is None else sum(stat.rss_pages for stat in group)
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
