@@ -13,6 +13,8 @@ same number of model turns per episode (`ours / floor`).
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterator
 
 import verifiers.v1 as vf
@@ -27,6 +29,8 @@ STOP_FLOOR = "floor_done"
 class FloorData(vf.TaskData):
     turns: int
     """Model turns this episode plays."""
+    index: int = 0
+    """Its entry in `texts_file`, if one is given."""
 
 
 class FloorTask(vf.Task[FloorData]):
@@ -36,15 +40,33 @@ class FloorTask(vf.Task[FloorData]):
 class FloorConfig(vf.TasksetConfig):
     turns: list[int] = Field(default_factory=lambda: [5] * 64)
     """One task per entry: how many model turns its episode plays."""
+    texts_file: str | None = None
+    """A JSON list, one entry per task (in place of `turns`): the user texts its
+    episode shows, one a turn. They stay out of the task data, as an OpenEnv
+    episode's observations do."""
 
 
 class FloorTaskset(vf.Taskset[FloorTask, FloorConfig]):
     def load(self) -> Iterator[FloorTask]:
-        for idx, turns in enumerate(self.config.turns):
+        texts = self.texts()
+        counts = [len(t) for t in texts] if texts else self.config.turns
+        for idx, turns in enumerate(counts):
             yield FloorTask(
-                FloorData(name=f"floor#{idx}", prompt=None, turns=turns),
+                FloorData(name=f"floor#{idx}", prompt=None, turns=turns, index=idx),
                 self.config.task,
             )
+
+    @functools.cached_property
+    def _texts(self) -> list[list[str]]:
+        path = self.config.texts_file
+        if path is None:
+            return []
+        with open(path) as f:
+            return json.load(f)
+
+    def texts(self) -> list[list[str]]:
+        """`texts_file`'s entries ([] without one)."""
+        return self._texts
 
 
 class FloorEnvConfig(vf.EnvConfig):
@@ -56,12 +78,19 @@ class FloorEnv(vf.Env[FloorEnvConfig]):
     async def run(self, task: vf.Task, agents: vf.Agents) -> None:
         data = task.data
         assert isinstance(data, FloorData)
+        assert isinstance(self.taskset, FloorTaskset)
+        texts = self.taskset.texts()
+        shown = texts[data.index] if texts else None
         async with (
             agents.player.interaction(task) as interaction,
             rollout_clients(interaction.trace.id),
         ):
             for turn in range(1, data.turns + 1):
-                text = f"Turn {turn}: guess a five-letter word, e.g. [crane]."
+                text = (
+                    shown[turn - 1]
+                    if shown
+                    else f"Turn {turn}: guess a five-letter word, e.g. [crane]."
+                )
                 segment = await interaction.turn([vf.UserMessage(content=text)])
                 if segment.terminated:
                     return

@@ -19,9 +19,9 @@ env (envs/wordle), played by the local scripted policy (`openenv_v1.local_policy
 - `vf04`: `vf-eval openenv-v1` on verifiers 0.4 with its defaults: shared UV-launched
   servers, the package's chat harness, `-c` = the level.
 - `floor`: `vf-eval` of a verifiers 0.4 env with no OpenEnv behind it
-  (`benchmarks/openenv_v1_floor_vf04.py`), the same harness and as many model turns
-  per episode as the `vf04` leg played for the same seed: the limit no adapter can
-  beat. The `wall/floor` column divides the `vf04` and `vf04-server` legs' wall
+  (`benchmarks/openenv_v1_floor_vf04.py`), the same harness, showing the model the
+  user texts the `vf04` leg's episode of the same seed showed, one a turn (the same
+  model calls on the same conversations): the limit no adapter can beat. The `wall/floor` column divides the `vf04` and `vf04-server` legs' wall
   time by it.
 - `vf04-server`: the trainer's path: verifiers 0.4's env server (`serve_env`, a broker
   over 2 worker processes) with `EnvClient.run` called for every task, `level` at once.
@@ -139,7 +139,7 @@ def main() -> None:
     with policy(free_port(), Path(sys.executable)) as policy_url:
         for level in levels:
             episodes = args.episodes or args.per_level * level
-            servers, replay = 0, {}
+            servers, replay, shown = 0, {}, {}
             for leg in legs:
                 if leg == "vf04":
                     assert vf04_bin is not None
@@ -150,10 +150,11 @@ def main() -> None:
                         leg, command, level, episodes, "outputs/*/traces.jsonl"
                     )
                     servers, replay = result.servers, result.actions
+                    shown = result.shown
                 elif leg == "floor":
                     assert vf04_bin is not None
                     result = floor_leg(
-                        vf04_bin, policy_url, level, episodes, replay, vf04_flags
+                        vf04_bin, policy_url, level, episodes, shown, vf04_flags
                     )
                 elif leg == "vf04-server":
                     assert vf04_bin is not None

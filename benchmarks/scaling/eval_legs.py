@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,27 +131,37 @@ def floor_leg(
     policy_url: str,
     level: int,
     episodes: int,
-    replies: dict[int, list[str]],
+    shown: dict[int, list[str]],
     flags: list[str],
 ) -> LegResult:
-    """`vf-eval` of the floor env (no OpenEnv): episode `i` plays as many model turns
-    as the `vf04` leg's episode of seed `i` did, so both legs make the same model
-    calls."""
-    turns = [len(replies.get(i) or ()) or FLOOR_TURNS for i in range(episodes)]
+    """`vf-eval` of the floor env (no OpenEnv): episode `i` shows the model the user
+    texts the `vf04` leg's episode of seed `i` was shown (`shown`), one a turn, so
+    both legs make the same model calls on the same conversations; a seed the
+    `vf04` leg did not play well plays `FLOOR_TURNS` canned turns."""
+    canned = [
+        f"Turn {t}: guess a five-letter word, e.g. [crane]."
+        for t in range(1, FLOOR_TURNS + 1)
+    ]
+    texts = [shown.get(i) or canned for i in range(episodes)]
+    texts_file = Path(tempfile.mkdtemp(prefix="openenv-scale-floor-texts-")) / "t.json"
+    texts_file.write_text(json.dumps(texts))
     command = [
         str(vf04_bin / "vf-eval"),
-        *("openenv-v1-floor-vf04", "--env.taskset.turns", json.dumps(turns)),
+        *("openenv-v1-floor-vf04", "--env.taskset.texts-file", str(texts_file)),
         *run_flags(policy_url, level, episodes),
         *flags,
     ]
-    result = eval_leg(
-        "floor",
-        command,
-        level,
-        episodes,
-        "outputs/*/traces.jsonl",
-        stop=FLOOR_STOP,
-        extra_env={"PYTHONPATH": str(ROOT / "benchmarks")},
-    )
-    result.model_turns = sum(turns)
+    try:
+        result = eval_leg(
+            "floor",
+            command,
+            level,
+            episodes,
+            "outputs/*/traces.jsonl",
+            stop=FLOOR_STOP,
+            extra_env={"PYTHONPATH": str(ROOT / "benchmarks")},
+        )
+    finally:
+        shutil.rmtree(texts_file.parent, ignore_errors=True)
+    result.model_turns = sum(len(t) for t in texts)
     return result

@@ -1,6 +1,6 @@
 """A leg's result, and what its traces say: episodes that ended well, step times,
-the model's replies per seed (the raw leg replays them, the floor leg plays as many
-turns)."""
+the model's replies per seed (the raw leg replays them) and the user texts it was
+shown (the floor leg shows them again)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class LegResult:
     series: list[Sample] = field(default_factory=list)
     actions: dict[int, list[str]] = field(default_factory=dict)
     """The model's replies per reset seed (the raw leg replays them)."""
+    shown: dict[int, list[str]] = field(default_factory=dict)
+    """The user texts of each seed's episode, one a turn (the floor leg shows them)."""
     model_turns: int = 0
     """Model turns played, where the leg counts them (the floor leg)."""
     cpu_main_s: float = 0.0
@@ -67,11 +69,15 @@ def check_traces(
             "seed"
         )
         if good and seed is not None:
+            messages = [node.get("message") or {} for node in trace.get("nodes") or []]
             result.actions[seed] = [
-                node["message"]["content"]
-                for node in trace.get("nodes") or []
-                if (node.get("message") or {}).get("role") == "assistant"
+                m["content"] for m in messages if m.get("role") == "assistant"
             ]
+            result.shown[seed] = [
+                m["content"]
+                for m in messages
+                if m.get("role") == "user" and isinstance(m.get("content"), str)
+            ][: len(result.actions[seed])]
 
 
 def read_jsonl(paths) -> list[dict]:
