@@ -13,7 +13,6 @@ imported only for the two types its lines define alike (`vf.TaskData`,
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -199,11 +198,17 @@ async def open_and_reset(
         max_observation_chars=settings.max_observation_chars,
         tool_calls=data.tool_calls,
     )
-    episode.explain = functools.partial(
-        explain_lacking,
-        source_dir=env_source_dir(target),
-        passed=passed_variables(target.provider_kwargs, settings.forward_env),
-    )
+
+    def explain(text: str, at_reset: bool) -> str:
+        # Only a failure pays for finding the env's source and what it reads.
+        return explain_lacking(
+            text,
+            at_reset,
+            source_dir=env_source_dir(target),
+            passed=passed_variables(target.provider_kwargs, settings.forward_env),
+        )
+
+    episode.explain = explain
     try:
         return episode, await episode.reset(reset_kwargs(data.reset, data.seed))
     except EnvFailure as e:

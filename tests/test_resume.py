@@ -130,6 +130,10 @@ def test_a_replay_log_leaves_out_id_fields_and_names_the_first_difference():
     log.check(0, frame({"board": [1, 2], "episode_id": "b", "metadata": {}}))
     log.check(1, frame({"board": [1, 3], "session_id": "y"}, 0.5))
     log.check(2, "VALIDATION_ERROR")
+    # The same values, written otherwise, are the same answer.
+    again = ReplayLog({"seed": 3})
+    again.saw_reset(frame({"board": [1.0, 2], "n": {"b": 1, "a": 2}}, reward=1))
+    again.check(0, frame({"board": [1, 2.0], "n": {"a": 2, "b": 1}}, reward=1.0))
     with pytest.raises(
         ReplayDiverged,
         match=r"at the reset: `observation.board\[1\]` "

@@ -5,7 +5,9 @@ actions answers the same, so a fresh session reset and sent the same actions is 
 the old one was, provided every answer matches. `ReplayLog` records the reset's frame
 and each answered action (its frame, or the code it was refused with). Answers are
 compared as canonical JSON less id fields (`ID_FIELDS`, at any depth); the first
-difference is a `ReplayDiverged` naming the step and the field.
+difference is a `ReplayDiverged` naming the step and the field. The log keeps each
+answer as its canonical JSON text: one string a step, read back only to compare
+answers whose texts differ.
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ class ReplayDiverged(ResumeFailed):
 @dataclass(frozen=True)
 class Exchange:
     """One answered action: what was sent and what came back (`canonical` of its
-    frame, or the server's error code when it refused the action)."""
+    frame, or of the server's error code when it refused the action)."""
 
     action: dict[str, Any]
-    answer: Any
+    answer: str
 
 
 @dataclass
@@ -49,7 +51,7 @@ class ReplayLog:
     """The reset kwargs and every answer the episode acted on, in order."""
 
     reset_kwargs: dict[str, Any]
-    reset: Any = None
+    reset: str = ""
     steps: list[Exchange] = field(default_factory=list)
 
     def saw_reset(self, frame: Frame) -> None:
@@ -61,14 +63,19 @@ class ReplayLog:
 
     def saw_refusal(self, action: dict[str, Any], code: str) -> None:
         """The server refused `action` with error `code` (it reached the env)."""
-        self.steps.append(Exchange(action, {"refused": code}))
+        self.steps.append(Exchange(action, _text({"refused": code})))
 
     def check(self, index: int, answer: Frame | str) -> None:
         """Raise `ReplayDiverged` unless `answer` (a frame, or a refusal's error
         code) is what the episode saw at `index`: 0 the reset, k its k-th step."""
-        seen = self.reset if index == 0 else self.steps[index - 1].answer
-        got = {"refused": answer} if isinstance(answer, str) else canonical(answer)
-        if got == seen:
+        seen_text = self.reset if index == 0 else self.steps[index - 1].answer
+        got_text = (
+            _text({"refused": answer}) if isinstance(answer, str) else canonical(answer)
+        )
+        if got_text == seen_text:
+            return
+        seen, got = json.loads(seen_text), json.loads(got_text)
+        if got == seen:  # the same values, written otherwise (1 and 1.0)
             return
         where = "the reset" if index == 0 else f"step {index}"
         path, before, now = _first_difference(seen, got)
@@ -80,15 +87,22 @@ class ReplayLog:
         )
 
 
-def canonical(frame: Frame) -> Any:
-    """The frame as compared: observation (less `ID_FIELDS`), reward and done, in
-    the form a JSON round trip with sorted keys gives."""
+def canonical(frame: Frame) -> str:
+    """The frame as compared: observation (less `ID_FIELDS`), reward and done, as
+    JSON text with sorted keys."""
     value = {
-        "observation": _without_ids(frame.observation),
+        "observation": frame.observation,
         "reward": frame.reward,
         "done": frame.done,
     }
-    return json.loads(json.dumps(value, sort_keys=True, default=repr))
+    text = _text(value)
+    if any(f'"{name}"' in text for name in ID_FIELDS):
+        text = _text({**value, "observation": _without_ids(frame.observation)})
+    return text
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
 
 
 def _without_ids(value: Any) -> Any:
