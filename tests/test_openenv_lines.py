@@ -2,7 +2,9 @@
 openenv-core 0.3.0 with verifiers 0.4): the same names, the same client behaviour.
 CI runs this file in both environments, beside the UV launch and pool tests."""
 
+import asyncio
 import contextlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +21,7 @@ from openenv_v1.core.openenv_lines import (
     clone_git_project,
     hf_space_subdomain,
 )
-from tests.servers import WORDLE_APP, WORDLE_PROJECT
+from tests.servers import TEST_ENVS, WORDLE_APP, WORDLE_PROJECT, uvicorn_server
 
 
 def test_space_ids_map_to_the_same_registry_name_on_both_lines():
@@ -63,3 +65,35 @@ async def test_the_client_reports_its_url_and_step_results_carry_metadata():
         await episode.reset({"word": "crane"})
         await episode.act("[crane]")
         assert episode.report.done and episode.report.reward == 1.0
+
+
+async def test_loopback_connects_take_no_proxy_and_leave_no_proxy_alone(monkeypatch):
+    """Eight clients connecting at once to a loopback server go through no proxy
+    (the one set here listens nowhere) and never touch the process's `NO_PROXY`:
+    openenv-core 0.3.0's own connect set and restored it around each connect, and
+    concurrent connects raced on it."""
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with uvicorn_server("counted_wordle:app", app_dir=TEST_ENVS) as url:
+        for name in ("ALL_PROXY", "HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, "http://127.0.0.1:9")  # the discard port
+        seen: list[str | None] = []
+        done = asyncio.Event()
+
+        async def watch() -> None:
+            while not done.is_set():
+                seen.append(os.environ.get("NO_PROXY"))
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(watch())
+        clients = [
+            GenericEnvClient(base_url=url, connect_timeout_s=10, message_timeout_s=10)
+            for _ in range(8)
+        ]
+        async with contextlib.AsyncExitStack() as stack:
+            await asyncio.gather(*(stack.enter_async_context(c) for c in clients))
+            replies = await asyncio.gather(*(c.reset(seed=1) for c in clients))
+        done.set()
+        await watcher
+    assert [r.done for r in replies] == [False] * 8
+    assert len(seen) > 8 and set(seen) == {None}

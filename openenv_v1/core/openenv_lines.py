@@ -9,12 +9,15 @@ core looks at which line is installed.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shutil
 import subprocess
 import tempfile
 from typing import Any
+from urllib.parse import urlsplit
 
+from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from openenv_v1.core.light_import import without_gradio
@@ -74,14 +77,25 @@ def _hf_space_subdomain(repo_id: str) -> str:
 clone_git_project = _clone_git_project
 hf_space_subdomain = getattr(_utils, "hf_space_subdomain", _hf_space_subdomain)
 
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname
+    if host is None:
+        return False
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 if hasattr(_GenericEnvClient, "base_url"):
     GenericEnvClient = _GenericEnvClient
 else:
 
     class GenericEnvClient(_GenericEnvClient):  # type: ignore[no-redef]
         """openenv-core 0.3.0's client, with 0.10's public `base_url`, its step
-        results' `metadata` (sent by 0.10 servers, else None), and its reading of
-        a refused session's error (e.g. `CAPACITY_REACHED`)."""
+        results' `metadata` (sent by 0.10 servers, else None), its reading of a
+        refused session's error (e.g. `CAPACITY_REACHED`), and its connect."""
 
         def __init__(self, base_url: str, **kwargs: Any) -> None:
             super().__init__(base_url=base_url, **kwargs)
@@ -91,6 +105,27 @@ else:
         def base_url(self) -> str:
             """The server's URL as given (`http://` or `ws://`), no trailing /."""
             return self._base_url
+
+        async def connect(self) -> Any:
+            """As 0.10 connects: a loopback server with no proxy, asked per
+            connection. 0.3.0 sets the process's `NO_PROXY` around each connect
+            and restores it after, which concurrent connects race on (and each
+            looks the proxies up in the environment again)."""
+            if self._ws is not None:
+                return self
+            local = {"proxy": None} if _is_loopback(self._ws_url) else {}
+            try:
+                self._ws = await ws_connect(
+                    self._ws_url,
+                    open_timeout=self._connect_timeout,
+                    max_size=self._max_message_size,
+                    **local,
+                )
+            except Exception as e:
+                raise ConnectionError(
+                    f"Failed to connect to {self._ws_url}: {e}"
+                ) from e
+            return self
 
         async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
             try:
