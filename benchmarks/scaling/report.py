@@ -57,17 +57,39 @@ def print_costs(results: list[LegResult]) -> None:
             f"{r.cpu_servers_s / r.episodes:>8.3f}{mb:>13.2f}"
             f"{r.peak_fds / r.level:>14.2f}{r.load:>6.1f}"
         )
-    rate = {(r.leg, r.level): r.ok / r.wall_s for r in results if r.wall_s}
-    for level in sorted({r.level for r in results}):
-        floor, raw = rate.get(("floor", level)), rate.get(("raw", level))
-        ours = rate.get(("vf04", level))
-        if floor and raw and ours:
-            limit = 1 / (1 / floor + 1 / raw)
-            print(
-                f"additive limit @ {level}: {limit:.1f} episodes/s "
-                f"(floor {floor:.1f}, raw {raw:.1f}); vf04 {ours:.1f} = "
-                f"{ours / limit:.2f} of it"
-            )
+    for ours, floor, raw in _rounds(results):
+        limit = 1 / (1 / _rate(floor) + 1 / _rate(raw))
+        print(
+            f"additive limit @ {ours.level}: {limit:.1f} episodes/s "
+            f"(floor {_rate(floor):.1f}, raw {_rate(raw):.1f}); vf04 "
+            f"{_rate(ours):.1f} = {_rate(ours) / limit:.2f} of it"
+        )
+
+
+def _rate(result: LegResult) -> float:
+    return result.ok / result.wall_s if result.wall_s else 0.0
+
+
+def _rounds(
+    results: list[LegResult],
+) -> list[tuple[LegResult, LegResult, LegResult]]:
+    """Each `vf04` leg with the `floor` and `raw` legs of its level that ran after
+    it and before that level's next `vf04` leg (`--levels 512,512` runs two)."""
+    rounds = []
+    for i, ours in enumerate(results):
+        if ours.leg != "vf04" or not _rate(ours):
+            continue
+        mates: dict[str, LegResult] = {}
+        for later in results[i + 1 :]:
+            if later.level != ours.level:
+                continue
+            if later.leg == "vf04":
+                break
+            mates.setdefault(later.leg, later)
+        floor, raw = mates.get("floor"), mates.get("raw")
+        if floor and raw and _rate(floor) and _rate(raw):
+            rounds.append((ours, floor, raw))
+    return rounds
 
 
 def print_series(result: LegResult) -> None:
