@@ -48,7 +48,7 @@ class FloorConfig(vf.TasksetConfig):
 
 class FloorTaskset(vf.Taskset[FloorTask, FloorConfig]):
     def load(self) -> Iterator[FloorTask]:
-        texts = self.texts()
+        texts = self.texts
         counts = [len(t) for t in texts] if texts else self.config.turns
         for idx, turns in enumerate(counts):
             yield FloorTask(
@@ -57,16 +57,13 @@ class FloorTaskset(vf.Taskset[FloorTask, FloorConfig]):
             )
 
     @functools.cached_property
-    def _texts(self) -> list[list[str]]:
+    def texts(self) -> list[list[str]]:
+        """`texts_file`'s entries ([] without one)."""
         path = self.config.texts_file
         if path is None:
             return []
         with open(path) as f:
             return json.load(f)
-
-    def texts(self) -> list[list[str]]:
-        """`texts_file`'s entries ([] without one)."""
-        return self._texts
 
 
 class FloorEnvConfig(vf.EnvConfig):
@@ -79,7 +76,7 @@ class FloorEnv(vf.Env[FloorEnvConfig]):
         data = task.data
         assert isinstance(data, FloorData)
         assert isinstance(self.taskset, FloorTaskset)
-        texts = self.taskset.texts()
+        texts = self.taskset.texts
         shown = texts[data.index] if texts else None
         async with (
             agents.player.interaction(task) as interaction,
