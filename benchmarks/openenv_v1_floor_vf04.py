@@ -24,6 +24,9 @@ from openenv_v1.chat_calls import rollout_clients
 from openenv_v1.vf04.chat import OpenEnvChatHarness
 
 STOP_FLOOR = "floor_done"
+CANNED_TURNS = 5
+"""Turns of canned text an empty `texts_file` entry plays (a seed the `vf04` leg did
+not play well; the local Wordle env's solver needs 4.4 on average)."""
 
 
 class FloorData(vf.TaskData):
@@ -42,14 +45,14 @@ class FloorConfig(vf.TasksetConfig):
     """One task per entry: how many model turns its episode plays."""
     texts_file: str | None = None
     """A JSON list, one entry per task (in place of `turns`): the user texts its
-    episode shows, one a turn. They stay out of the task data, as an OpenEnv
-    episode's observations do."""
+    episode shows, one a turn (empty: `CANNED_TURNS` canned ones). They stay out of
+    the task data, as an OpenEnv episode's observations do."""
 
 
 class FloorTaskset(vf.Taskset[FloorTask, FloorConfig]):
     def load(self) -> Iterator[FloorTask]:
         texts = self.texts
-        counts = [len(t) for t in texts] if texts else self.config.turns
+        counts = [len(t) or CANNED_TURNS for t in texts] if texts else self.config.turns
         for idx, turns in enumerate(counts):
             yield FloorTask(
                 FloorData(name=f"floor#{idx}", prompt=None, turns=turns, index=idx),
@@ -77,7 +80,7 @@ class FloorEnv(vf.Env[FloorEnvConfig]):
         assert isinstance(data, FloorData)
         assert isinstance(self.taskset, FloorTaskset)
         texts = self.taskset.texts
-        shown = texts[data.index] if texts else None
+        shown = texts[data.index] if texts else []
         async with (
             agents.player.interaction(task) as interaction,
             rollout_clients(interaction.trace.id),

@@ -21,8 +21,8 @@ env (envs/wordle), played by the local scripted policy (`openenv_v1.local_policy
 - `floor`: `vf-eval` of a verifiers 0.4 env with no OpenEnv behind it
   (`benchmarks/openenv_v1_floor_vf04.py`), the same harness, showing the model the
   user texts the `vf04` leg's episode of the same seed showed, one a turn (the same
-  model calls on the same conversations): the limit no adapter can beat. The `wall/floor` column divides the `vf04` and `vf04-server` legs' wall
-  time by it.
+  model calls on the same conversations): the limit no adapter can beat. The
+  `wall/floor` column divides the `vf04` and `vf04-server` legs' wall time by it.
 - `vf04-server`: the trainer's path: verifiers 0.4's env server (`serve_env`, a broker
   over 2 worker processes) with `EnvClient.run` called for every task, `level` at once.
 - `vf02`: `eval openenv-v1` on verifiers 0.2 (a user-simulator process per rollout) with

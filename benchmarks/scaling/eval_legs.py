@@ -121,9 +121,6 @@ def vf02_command(
 
 
 FLOOR_STOP = "floor_done"
-FLOOR_TURNS = 5
-"""Model turns of a floor episode whose seed the `vf04` leg did not play well (the
-local Wordle env's solver needs 4.4 on average)."""
 
 
 def floor_leg(
@@ -137,12 +134,8 @@ def floor_leg(
     """`vf-eval` of the floor env (no OpenEnv): episode `i` shows the model the user
     texts the `vf04` leg's episode of seed `i` was shown (`shown`), one a turn, so
     both legs make the same model calls on the same conversations; a seed the
-    `vf04` leg did not play well plays `FLOOR_TURNS` canned turns."""
-    canned = [
-        f"Turn {t}: guess a five-letter word, e.g. [crane]."
-        for t in range(1, FLOOR_TURNS + 1)
-    ]
-    texts = [shown.get(i) or canned for i in range(episodes)]
+    `vf04` leg did not play well gets an empty entry (the floor env's canned turns)."""
+    texts = [shown.get(i, []) for i in range(episodes)]
     texts_file = Path(tempfile.mkdtemp(prefix="openenv-scale-floor-texts-")) / "t.json"
     texts_file.write_text(json.dumps(texts))
     command = [
@@ -163,5 +156,4 @@ def floor_leg(
         )
     finally:
         shutil.rmtree(texts_file.parent, ignore_errors=True)
-    result.model_turns = sum(len(t) for t in texts)
     return result

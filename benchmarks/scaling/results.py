@@ -30,8 +30,6 @@ class LegResult:
     """The model's replies per reset seed (the raw leg replays them)."""
     shown: dict[int, list[str]] = field(default_factory=dict)
     """The user texts of each seed's episode, one a turn (the floor leg shows them)."""
-    model_turns: int = 0
-    """Model turns played, where the leg counts them (the floor leg)."""
     cpu_main_s: float = 0.0
     """CPU seconds of the leg's own processes (the eval's, the env server's)."""
     cpu_servers_s: float = 0.0
